@@ -1,0 +1,51 @@
+"""L3: the click front end. Thin: parse, call a service, render. Errors surface here, once."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import click
+
+from devenv import __version__
+from devenv.errors import DevenvError
+
+
+class DevenvGroup(click.Group):
+    """Turns DevenvError into one message + hint + exit code; never a traceback for the user."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except DevenvError as exc:
+            report_error(exc.message, exc.hint)
+            ctx.exit(exc.exit_code)
+        except KeyboardInterrupt:
+            click.echo("\nInterrupted.", err=True)
+            ctx.exit(130)
+        except (click.exceptions.Exit, click.ClickException, click.Abort):
+            raise
+        except Exception as exc:  # an unknown bug: one line for the user, the traceback for us
+            if os.environ.get("DEVENV_DEBUG") or "pytest" in sys.modules:
+                raise
+            report_error(
+                f"internal error: {type(exc).__name__}: {exc}",
+                "re-run with DEVENV_DEBUG=1 for a traceback, and report it",
+            )
+            ctx.exit(70)
+
+
+def report_error(message: str, hint: str | None) -> None:
+    click.secho(f"Error: {message}", fg="red", err=True)
+    if hint:
+        click.secho(f"Hint: {hint}", fg="yellow", err=True)
+
+
+@click.group(cls=DevenvGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="devenv")
+def main() -> None:
+    """A ready PyTorch GPU environment on any GPU machine you can SSH into, and proof that it delivers."""
+
+
+# Each command lives in its own module and registers itself on `main`.
+from devenv.cli import profiles_cmd  # noqa: E402,F401

@@ -1,0 +1,58 @@
+"""Domain errors: raised anywhere, printed once at the edge (CLI or TUI) with their hint."""
+
+from __future__ import annotations
+
+
+class DevenvError(Exception):
+    """A failure the user can act on: a one-line message and a hint saying what to do."""
+
+    exit_code = 1
+
+    def __init__(self, message: str, hint: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class ProfileError(DevenvError):
+    """A profile is missing, malformed or names an unknown field."""
+
+    exit_code = 2
+
+
+class ConnectError(DevenvError):
+    """The host could not be reached or authenticated (network, key, host key)."""
+
+    exit_code = 3
+
+
+class HostKeyError(ConnectError):
+    """The host's key is unknown or changed: never trusted silently."""
+
+
+class CommandFailed(DevenvError):
+    """A remote command exited non-zero; carries its Result (like invoke's UnexpectedExit)."""
+
+    def __init__(self, result, hint: str | None = None):
+        tail = "\n".join((result.stderr or result.stdout or "").strip().splitlines()[-5:])
+        message = f"command failed with exit code {result.exit_code}: {result.command}"
+        if tail:
+            message += f"\n{tail}"
+        super().__init__(message, hint)
+        self.result = result
+
+
+class CommandTimeout(DevenvError):
+    """A remote command ran past its timeout."""
+
+    def __init__(self, command: str, timeout: float, host: str = ""):
+        where = f" on {host}" if host else ""
+        super().__init__(
+            f"command timed out after {timeout:g}s{where}: {command}",
+            "the host may be overloaded or the connection stalled; try again, or raise the timeout",
+        )
+        self.command = command
+        self.timeout = timeout

@@ -1,0 +1,58 @@
+"""The connection interface every service uses; SSH and local connections implement it."""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+from typing import Iterator, Protocol, runtime_checkable
+
+DEFAULT_TIMEOUT = 60.0
+
+
+@dataclass(frozen=True)
+class Result:
+    command: str
+    stdout: str
+    stderr: str
+    exit_code: int
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0
+
+
+@runtime_checkable
+class Connection(Protocol):
+    """A host we can run commands on. Opens lazily, is a context manager, closes twice safely."""
+
+    name: str  # the host's profile name, for messages
+
+    def run(
+        self,
+        command: str,
+        *,
+        timeout: float = DEFAULT_TIMEOUT,
+        check: bool = False,
+        stdin: bytes | str | None = None,
+        env: dict[str, str] | None = None,
+    ) -> Result:
+        """Run a shell command; raise CommandTimeout past timeout, CommandFailed if check and non-zero."""
+        ...
+
+    def stream(self, command: str, *, timeout: float | None = None) -> Iterator[str]:
+        """Run a long-lived command and yield its stdout lines as they come (one channel, one process)."""
+        ...
+
+    def put(self, data: bytes, remote_path: str, mode: int = 0o644) -> None:
+        """Write bytes to a file on the host (no secret ever travels on a command line)."""
+        ...
+
+    def close(self) -> None: ...
+
+    def __enter__(self) -> "Connection": ...
+
+    def __exit__(self, *exc) -> None: ...
+
+
+def quote(arg: str) -> str:
+    return shlex.quote(arg)
