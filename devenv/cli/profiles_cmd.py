@@ -1,0 +1,89 @@
+"""`devenv profiles list | show NAME | validate [FILE]`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+import yaml
+
+from devenv import profiles
+from devenv.cli import main
+from devenv.cli.render import emit_json
+from devenv.errors import ProfileError
+
+
+@main.group("profiles")
+def profiles_group() -> None:
+    """List, show and validate host and environment profiles."""
+
+
+@profiles_group.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def list_profiles(as_json: bool) -> None:
+    """List host and environment profiles, and where each comes from."""
+    rows = []
+    for kind in profiles.KINDS:
+        for name in profiles.names(kind):
+            source = profiles.source_of(kind, name)
+            origin = "user" if _is_user(source) else "bundled"
+            rows.append({"kind": kind[:-1], "name": name, "origin": origin, "source": str(source)})
+    if as_json:
+        emit_json(rows)
+        return
+    for row in rows:
+        click.echo(f"{row['kind']:<5} {row['name']:<20} {row['origin']:<8} {row['source']}")
+
+
+@profiles_group.command("show")
+@click.argument("name")
+@click.option("--kind", type=click.Choice(["host", "env"]), help="Which kind, when a host and an env share a name.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def show(name: str, kind: str | None, as_json: bool) -> None:
+    """Show one profile as devenv reads it (defaults filled in)."""
+    kinds = [kind + "s"] if kind else [k for k in profiles.KINDS if profiles.source_of(k, name)]
+    if not kinds:
+        profiles.load_host(name)  # raises the unknown-name error with the list of known hosts
+    loaded = profiles.load_host(name) if kinds[0] == "hosts" else profiles.load_env(name)
+    data = loaded.to_dict()
+    if as_json:
+        emit_json(data)
+    else:
+        click.echo(yaml.safe_dump(_plain(data), sort_keys=False).rstrip())
+
+
+@profiles_group.command("validate")
+@click.argument("files", nargs=-1, type=click.Path(path_type=Path))
+@click.option("--kind", type=click.Choice(["hosts", "envs"]), help="Kind of FILES when their folder does not say.")
+def validate(files: tuple[Path, ...], kind: str | None) -> None:
+    """Validate FILES, or every bundled and user profile when none is given."""
+    targets = list(files) or [
+        profiles.source_of(k, n) for k in profiles.KINDS for n in profiles.names(k)
+    ]
+    failures = 0
+    for path in targets:
+        try:
+            profiles.validate_file(Path(path), kind)
+            click.echo(f"ok    {path}")
+        except ProfileError as exc:
+            failures += 1
+            click.secho(f"error {exc.message}", fg="red", err=True)
+            if exc.hint:
+                click.secho(f"      hint: {exc.hint}", fg="yellow", err=True)
+    if failures:
+        raise ProfileError(f"{failures} of {len(targets)} profile(s) are invalid", "fix the errors above")
+
+
+def _is_user(source: Path | None) -> bool:
+    from devenv import paths
+
+    return bool(source) and paths.user_profiles_dir() in Path(source).parents
+
+
+def _plain(value):
+    """Tuples to lists, so YAML output stays plain."""
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value

@@ -1,0 +1,20 @@
+"""Shared fixtures. Every test runs with DEVENV_HOME and the SSH files pointed at a temporary folder,
+so no test reads the user's own profiles, ~/.ssh/config or known_hosts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+@pytest.fixture(autouse=True)
+def isolated_home(tmp_path_factory, monkeypatch) -> Path:
+    home = tmp_path_factory.mktemp("devenv-home")
+    monkeypatch.setenv("DEVENV_HOME", str(home))
+    monkeypatch.setenv("DEVENV_SSH_CONFIG", str(home / "ssh_config"))
+    monkeypatch.setenv("DEVENV_KNOWN_HOSTS", str(home / "known_hosts"))
+    monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
+    return home

@@ -1,0 +1,123 @@
+"""Profiles: bundled ones load, user ones override, and every bad input names file, line and field."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+from click.testing import CliRunner
+
+from devenv import profiles
+from devenv.cli import main
+from devenv.errors import ProfileError
+
+
+def write(home, kind, name, text):
+    path = home / "profiles" / kind / f"{name}.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+def test_bundled_profiles_load():
+    assert {"local", "a100-box"} <= set(profiles.names("hosts"))
+    assert {"cuda", "cpu"} <= set(profiles.names("envs"))
+    local = profiles.load_host("local")
+    assert local.local and local.ssh is None
+    box = profiles.load_host("a100-box")
+    assert box.ssh.alias == "a100-box" and box.default_env == "cuda"
+    cuda = profiles.load_env("cuda")
+    assert cuda.cuda == "12.8" and cuda.torch.endswith("+cu128")
+    assert profiles.load_env("cpu").cuda is None
+
+
+def test_user_profile_overrides_bundled_by_name(isolated_home):
+    write(isolated_home, "hosts", "a100-box", """
+        ssh: {hostname: 10.1.2.3, user: ml, port: 2200, proxy_jump: "bastion,inner"}
+        runtime: host
+        python: /opt/conda/bin/python
+    """)
+    box = profiles.load_host("a100-box")
+    assert box.ssh.hostname == "10.1.2.3" and box.ssh.port == 2200
+    assert box.ssh.proxy_jump == ("bastion", "inner")
+    assert box.runtime == "host" and box.python == "/opt/conda/bin/python"
+    assert str(isolated_home) in box.source
+
+
+def test_cuda_version_keeps_its_text(isolated_home):
+    # unquoted 12.10 would be the float 12.1 in plain YAML: we read the scalar's text
+    write(isolated_home, "envs", "e", "image: x\ncuda: 12.10\n")
+    assert profiles.load_env("e").cuda == "12.10"
+
+
+@pytest.mark.parametrize(
+    "text, line, words",
+    [
+        ("ssh:\n  alias: a\nruntme: docker\n", 3, ["field 'runtme'", "not a known field", "runtime"]),
+        ("ssh:\n  alias: a\n  port: eighty\n", 3, ["field 'ssh.port'", "integer"]),
+        ("ssh:\n  alias: a\nruntime: podman\n", 3, ["field 'runtime'", "docker, host"]),
+        ("ssh:\n  user: me\n", 2, ["field 'ssh'", "alias"]),
+        ("ssh: [a, b]\n", 1, ["field 'ssh'", "expected a mapping"]),
+        ("ssh:\n  alias: a\n bad: indent\n", None, ["malformed YAML"]),
+        ("description: no ssh\n", None, ["'ssh' is missing"]),
+    ],
+)
+def test_bad_host_profile_names_file_line_and_field(isolated_home, text, line, words):
+    path = write(isolated_home, "hosts", "broken", text)
+    with pytest.raises(ProfileError) as err:
+        profiles.load_host("broken")
+    message = err.value.message
+    assert message.startswith(str(path)), message
+    if line:
+        assert f"{path}:{line}:" in message
+    for word in words:
+        assert word in message + (err.value.hint or ""), (word, message, err.value.hint)
+    assert err.value.hint
+
+
+@pytest.mark.parametrize(
+    "text, words",
+    [
+        ("cuda: '12.8'\n", ["'image'", "missing"]),
+        ("image: x\ncuda: twelve\n", ["field 'cuda'", "12.8"]),
+        ("image: x\ntorch: 2.8.0+cu128\ncuda: '12.8'\nports: {jupyter: 99999}\n", ["ports.jupyter", "65535"]),
+        ("image: x\ngpus: some\n", ["field 'gpus'"]),
+        ("image: x\ntorch: 2.8.0+cpu\ncuda: '12.8'\n", ["CPU build"]),
+        ("image: x\njupyter: maybe\n", ["true or false"]),
+        ("", ["empty"]),
+    ],
+)
+def test_bad_env_profile(isolated_home, text, words):
+    write(isolated_home, "envs", "broken", text)
+    with pytest.raises(ProfileError) as err:
+        profiles.load_env("broken")
+    for word in words:
+        assert word in err.value.message, (word, err.value.message)
+
+
+def test_unknown_host_lists_known_ones():
+    with pytest.raises(ProfileError) as err:
+        profiles.load_host("nope")
+    assert "unknown host 'nope'" in err.value.message
+    assert "a100-box" in err.value.hint and "local" in err.value.hint
+
+
+def test_cli_profiles_list_show_validate(isolated_home):
+    runner = CliRunner()
+    result = runner.invoke(main, ["profiles", "list", "--json"])
+    assert result.exit_code == 0
+    assert '"a100-box"' in result.output
+    result = runner.invoke(main, ["profiles", "show", "cuda", "--json"])
+    assert result.exit_code == 0 and '"12.8"' in result.output
+    assert runner.invoke(main, ["profiles", "validate"]).exit_code == 0
+
+
+def test_cli_bad_input_is_one_message_with_hint_and_no_traceback(isolated_home):
+    path = write(isolated_home, "hosts", "broken", "ssh:\n  alias: a\nruntme: docker\n")
+    runner = CliRunner()
+    for args in (["profiles", "validate", str(path)], ["profiles", "show", "nope"]):
+        result = runner.invoke(main, args)
+        assert result.exit_code == 2, result.output
+        assert "Traceback" not in result.output
+        assert "Error:" in result.output
+        assert "hint" in result.output.lower()
