@@ -1,0 +1,273 @@
+"""What `devenv check` asks a host, and how each answer is judged (L0: pure, fed recorded outputs in tests).
+
+Each probe is one shell command (POSIX sh, so it works whatever the login shell); each judge turns probe
+outputs into CheckResults with the value seen and a remedy. The preflight service runs the probes in parallel.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Protocol
+
+from devenv import nvsmi
+from devenv.report import FAIL, INFO, PASS, SKIP, WARN, CheckResult
+
+
+class Output(Protocol):
+    stdout: str
+    stderr: str
+    exit_code: int
+
+
+DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+PROBES: dict[str, str] = {
+    "os": "uname -srm; cat /etc/os-release 2>/dev/null",
+    "gpus": f"command -v nvidia-smi >/dev/null 2>&1 || exit 127; {nvsmi.INVENTORY_COMMAND} 2>&1",
+    "nvsmi_header": "command -v nvidia-smi >/dev/null 2>&1 || exit 127; out=$(nvidia-smi 2>&1); rc=$?; "
+                    "printf '%s\\n' \"$out\" | head -n 4; exit $rc",
+    "docker_version": "command -v docker >/dev/null 2>&1 || exit 127; docker version --format '{{json .}}'",
+    "docker_info": "command -v docker >/dev/null 2>&1 || exit 127; docker info --format '{{json .}}'",
+    # The GPU hook must be on *dockerd's* PATH, not ours: read it from the daemon's environment when we may.
+    "toolkit": (
+        "pid=$(pgrep -o dockerd 2>/dev/null); dp=''; "
+        "if [ -n \"$pid\" ] && [ -r /proc/$pid/environ ]; then "
+        "dp=$(tr '\\0' '\\n' < /proc/$pid/environ | sed -n 's/^PATH=//p'); fi; "
+        "echo \"dockerd_path ${dp:-unknown}\"; "
+        f"IFS=:; for d in ${{dp:-{DEFAULT_PATH}}}; do "
+        "[ -x \"$d/nvidia-container-runtime-hook\" ] && echo \"hook $d/nvidia-container-runtime-hook\"; done; unset IFS; "
+        "for b in nvidia-ctk nvidia-container-cli; do p=$(command -v $b 2>/dev/null) && echo \"bin $b $p\"; done; "
+        "for f in /etc/cdi/* /var/run/cdi/*; do [ -f \"$f\" ] && grep -qs 'nvidia.com/gpu' \"$f\" && echo \"cdi $f\"; done; true"
+    ),
+}
+
+
+def disk_probe(directory: str) -> str:
+    return f"df -PB1 {directory} 2>&1 | tail -n 1"
+
+
+def image_probe(image: str) -> str:
+    return f"docker image inspect {image} --format '{{{{json .}}}}' 2>&1"
+
+
+def python_probe(python: str) -> str:
+    code = ("import json,sys,platform; d={'python': platform.python_version()}\n"
+            "try:\n import torch; d['torch']=torch.__version__; d['cuda']=torch.version.cuda; "
+            "d['arch_list']=torch.cuda.get_arch_list() if torch.cuda.is_available() else []\n"
+            "except Exception as e: d['torch_error']=type(e).__name__+': '+str(e)\n"
+            "print(json.dumps(d))")
+    return f"{python} -c {_sh_quote(code)}"
+
+
+def _sh_quote(text: str) -> str:
+    return "'" + text.replace("'", "'\"'\"'") + "'"
+
+
+# --- judges ------------------------------------------------------------------------------------------
+
+def judge_ssh(local: bool, latency_ms: float | None, target: str) -> CheckResult:
+    if local:
+        return CheckResult("ssh", "SSH reachable", SKIP, "this machine (no SSH)")
+    status = PASS if latency_ms is not None and latency_ms < 200 else WARN
+    remedy = None if status == PASS else "high latency: tunnels and the TUI will feel slow; a closer jump host may help"
+    return CheckResult("ssh", "SSH reachable", status, f"{target}, round trip {latency_ms:.0f} ms", remedy,
+                       {"latency_ms": round(latency_ms, 1)})
+
+
+def judge_os(out: Output) -> CheckResult:
+    if out.exit_code != 0 or not out.stdout.strip():
+        return CheckResult("os", "OS and architecture", WARN, "could not read uname", "is this a Linux host?")
+    lines = out.stdout.splitlines()
+    kernel = lines[0].split()
+    release = dict(re.findall(r'^(\w+)="?([^"\n]*)"?$', out.stdout, re.M))
+    system, arch = kernel[0], kernel[-1]
+    pretty = release.get("PRETTY_NAME", system)
+    value = f"{pretty}, {arch}, kernel {kernel[1] if len(kernel) > 2 else '?'}"
+    details = {"system": system, "arch": arch, "os": pretty}
+    if system != "Linux":
+        return CheckResult("os", "OS and architecture", FAIL, value,
+                           "NVIDIA GPU containers need a Linux host", details)
+    if arch not in ("x86_64", "aarch64"):
+        return CheckResult("os", "OS and architecture", WARN, value,
+                           "PyTorch CUDA wheels exist for x86_64 and aarch64 only", details)
+    return CheckResult("os", "OS and architecture", PASS, value, None, details)
+
+
+def parse_docker_json(out: Output) -> dict[str, Any] | None:
+    for line in out.stdout.splitlines():
+        if line.startswith("{"):
+            try:
+                return json.loads(line)
+            except json.JSONDecodeError:
+                return None
+    return None
+
+
+def judge_docker(version: Output, info: Output) -> list[CheckResult]:
+    title = "Docker"
+    if version.exit_code == 127:
+        return [CheckResult("docker.installed", title, FAIL, "docker is not installed",
+                            "install Docker (`apt install docker.io` or docs.docker.com/engine/install), "
+                            "or set `runtime: host` in the host profile to run without containers")]
+    text = (version.stderr + version.stdout).lower()
+    data = parse_docker_json(version) or {}
+    client = (data.get("Client") or {}).get("Version", "?")
+    server = (data.get("Server") or {}) or {}
+    if "permission denied" in text:
+        return [CheckResult("docker.installed", title, PASS, f"client {client}"),
+                CheckResult("docker.access", "Docker daemon access", FAIL,
+                            "permission denied on the Docker socket",
+                            "add your user to the docker group: `sudo usermod -aG docker $USER`, then log in again "
+                            "(or ask the host's admin)")]
+    if version.exit_code != 0 or not server:
+        why = "daemon not reachable" if "cannot connect" in text or "is the docker daemon running" in text else \
+            (version.stderr.strip().splitlines() or ["docker version failed"])[-1]
+        return [CheckResult("docker.installed", title, PASS, f"client {client}"),
+                CheckResult("docker.daemon", "Docker daemon", FAIL, why,
+                            "start it: `sudo systemctl start docker` (or `sudo dockerd &`)")]
+    server_version = server.get("Version", "?")
+    api = server.get("ApiVersion", "?")
+    results = [CheckResult("docker.daemon", "Docker daemon", PASS, f"server {server_version} (API {api}), client {client}",
+                           None, {"server_version": server_version, "api_version": api})]
+    major = _major(server_version)
+    if major is not None and major < 19:
+        results[0] = CheckResult("docker.daemon", "Docker daemon", WARN, results[0].value,
+                                 "Docker >= 19.03 is needed for --gpus; upgrade Docker", results[0].details)
+    return results
+
+
+def _major(version: str) -> int | None:
+    m = re.match(r"(\d+)", version or "")
+    return int(m.group(1)) if m else None
+
+
+def judge_disk(df: Output, directory: str, image_present: bool, image_size_gb: float | None) -> CheckResult:
+    title = f"Free disk ({directory})"
+    fields = df.stdout.split()
+    if df.exit_code != 0 or len(fields) < 4 or not fields[3].isdigit():
+        return CheckResult("disk", title, WARN, "could not read free space", f"check `df -h {directory}` on the host")
+    free_gb = int(fields[3]) / 1e9
+    details = {"free_gb": round(free_gb, 1), "image_size_gb": image_size_gb, "image_present": image_present}
+    value = f"{free_gb:.1f} GB free"
+    if image_present:
+        status = PASS if free_gb >= 5 else WARN
+        return CheckResult("disk", title, status, value + ", image already present",
+                           None if status == PASS else "under 5 GB left for the workspace and logs", details)
+    if image_size_gb is None:
+        return CheckResult("disk", title, WARN if free_gb < 20 else PASS, value + ", image size unknown",
+                           "set image_size_gb in the environment profile to check it" if free_gb < 20 else None, details)
+    need = image_size_gb * 1.2 + 2  # layers unpack bigger than they download; leave room for the workspace
+    value += f", image needs ~{image_size_gb:g} GB"
+    if free_gb < image_size_gb:
+        return CheckResult("disk", title, FAIL, value,
+                           f"free at least {need:.0f} GB under {directory} (`docker system prune`), "
+                           "or move Docker's data-root to a larger disk", details)
+    if free_gb < need:
+        return CheckResult("disk", title, WARN, value, f"tight: keep at least {need:.0f} GB free", details)
+    return CheckResult("disk", title, PASS, value, None, details)
+
+
+def judge_gpus(gpus: Output, header: Output, wants_gpu: bool) -> tuple[list[CheckResult], list[nvsmi.GpuInfo], str | None]:
+    """The driver and GPU checks, plus the inventory and driver CUDA version for the compat checks."""
+    missing = FAIL if wants_gpu else WARN
+    if gpus.exit_code != 0:
+        what, remedy = nvsmi.explain_failure(gpus.stdout + gpus.stderr, gpus.exit_code)
+        if not wants_gpu:
+            remedy = f"fine for this CPU-only environment; for GPU work: {remedy}"
+        return [CheckResult("nvidia.driver", "NVIDIA driver", missing, what, remedy)], [], None
+    inventory = nvsmi.parse_inventory(gpus.stdout)
+    driver, driver_cuda = nvsmi.parse_header(header.stdout)
+    driver = driver or next((g.driver_version for g in inventory if g.driver_version), None)
+    if not inventory:
+        return [CheckResult("nvidia.driver", "NVIDIA driver", missing, f"driver {driver or '?'}, but no GPU listed",
+                            "check `nvidia-smi -L` on the host")], [], driver_cuda
+    results = [CheckResult("nvidia.driver", "NVIDIA driver", PASS if driver else WARN,
+                           f"{driver or 'version unreadable'}" + (f" (supports CUDA up to {driver_cuda})" if driver_cuda else ""),
+                           None if driver else "nvidia-smi printed no driver version",
+                           {"driver": driver, "driver_cuda": driver_cuda})]
+    for gpu in inventory:
+        mem = f"{gpu.memory_total_mib / 1024:.0f} GiB" if gpu.memory_total_mib else "memory N/A"
+        cc = gpu.compute_capability or "N/A"
+        results.append(CheckResult(f"gpu.{gpu.index}", f"GPU {gpu.index}", PASS if gpu.name else WARN,
+                                   f"{gpu.name or 'unknown model'}, {mem}, compute capability {cc}",
+                                   None if gpu.name else "nvidia-smi could not read this GPU's model", gpu.to_dict()))
+    models = sorted({g.name for g in inventory if g.name})
+    if len(models) > 1:
+        results.append(CheckResult("gpu.mixed", "GPU models", WARN, ", ".join(models),
+                                   "mixed models on one host: pin jobs to one model (CUDA_VISIBLE_DEVICES); "
+                                   "DDP runs at the slowest GPU's pace"))
+    return results, inventory, driver_cuda
+
+
+def judge_toolkit(out: Output, info: dict[str, Any] | None, has_gpu: bool, wants_gpu: bool) -> CheckResult:
+    title = "NVIDIA container toolkit"
+    if not has_gpu or not wants_gpu:
+        return CheckResult("nvidia.toolkit", title, SKIP, "no GPU to hand to containers" if not has_gpu
+                           else "this environment asks for no GPU")
+    lines = out.stdout.splitlines()
+    hooks = [l.split(" ", 1)[1] for l in lines if l.startswith("hook ")]
+    cdi = [l.split(" ", 1)[1] for l in lines if l.startswith("cdi ")]
+    runtimes = sorted((info or {}).get("Runtimes", {}) or {})
+    details = {"hooks": hooks, "cdi_specs": cdi, "runtimes": runtimes}
+    if hooks:
+        return CheckResult("nvidia.toolkit", title, PASS, f"runtime hook on dockerd's PATH ({hooks[0]})", None, details)
+    if "nvidia" in runtimes:
+        return CheckResult("nvidia.toolkit", title, PASS, "the nvidia runtime is registered with Docker", None, details)
+    if cdi:
+        return CheckResult("nvidia.toolkit", title, PASS, f"CDI spec {cdi[0]}", None, details)
+    return CheckResult("nvidia.toolkit", title, FAIL,
+                       "no nvidia-container-runtime-hook on dockerd's PATH, no nvidia runtime, no CDI spec",
+                       "install nvidia-container-toolkit, then `sudo nvidia-ctk runtime configure --runtime=docker "
+                       "&& sudo systemctl restart docker` (without it: could not select device driver \"\" "
+                       "with capabilities: [[gpu]])", details)
+
+
+def image_facts(out: Output) -> dict[str, Any] | None:
+    """Size, labels and CUDA env of a local image, or None when it is not on the host."""
+    if out.exit_code != 0:
+        return None
+    data = parse_docker_json(out)
+    if not data:
+        return None
+    config = data.get("Config") or {}
+    env = dict(e.split("=", 1) for e in config.get("Env") or [] if "=" in e)
+    labels = config.get("Labels") or {}
+    return {
+        "size_gb": round((data.get("Size") or 0) / 1e9, 2),
+        "cuda": labels.get("org.devenv.cuda") or env.get("CUDA_VERSION"),
+        "torch": labels.get("org.devenv.torch"),
+        "require_cuda": env.get("NVIDIA_REQUIRE_CUDA"),
+    }
+
+
+def judge_forwarding(allowed: bool | None, detail: str) -> CheckResult:
+    title = "sshd TCP forwarding"
+    if allowed is None:
+        return CheckResult("ssh.forwarding", title, SKIP, detail)
+    if allowed:
+        return CheckResult("ssh.forwarding", title, PASS, detail)
+    return CheckResult("ssh.forwarding", title, FAIL, detail,
+                       "set `AllowTcpForwarding yes` (or `local`) in /etc/ssh/sshd_config and reload sshd; "
+                       "devenv's tunnels to Jupyter and the container's sshd need it")
+
+
+def judge_python(out: Output, python: str) -> CheckResult:
+    title = f"Host python ({python})"
+    if out.exit_code != 0:
+        return CheckResult("python", title, FAIL, (out.stderr or out.stdout).strip().splitlines()[-1:] and
+                           (out.stderr or out.stdout).strip().splitlines()[-1] or "not runnable",
+                           "set `python:` in the host profile to a python that has torch (a venv's bin/python)")
+    try:
+        data = json.loads(out.stdout.strip().splitlines()[-1])
+    except (json.JSONDecodeError, IndexError):
+        return CheckResult("python", title, WARN, "unreadable answer", None)
+    if "torch" not in data:
+        return CheckResult("python", title, WARN, f"Python {data['python']}, no torch ({data.get('torch_error', '')})",
+                           "install PyTorch into that python, or point `python:` at one that has it", data)
+    cuda = f" (CUDA {data['cuda']})" if data.get("cuda") else " (CPU build)"
+    return CheckResult("python", title, PASS, f"Python {data['python']}, torch {data['torch']}{cuda}", None, data)
+
+
+def status_of(findings_status: str) -> str:
+    return {"pass": PASS, "warn": WARN, "fail": FAIL, "unknown": WARN, "info": INFO}.get(findings_status, WARN)

@@ -1,0 +1,123 @@
+"""Parsing nvidia-smi output (L0). A field nvidia-smi cannot read becomes None (NA), never an exception.
+
+nvidia-smi's text is "not guaranteed to be backwards compatible", so we only read the stable machine formats
+(`--query-gpu ... --format=csv,noheader,nounits`) plus the one header line that carries the driver's CUDA version.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass
+
+# Values nvidia-smi prints where a field is unsupported or unreadable.
+NA_VALUES = {"", "N/A", "[N/A]", "[Not Supported]", "[Insufficient Permissions]", "[Unknown Error]",
+             "[GPU is lost]", "[Requires Pstate]", "Not Supported"}
+
+INVENTORY_FIELDS = ("index", "uuid", "name", "driver_version", "memory.total", "compute_cap", "pci.bus_id")
+
+
+def query_command(fields: tuple[str, ...] | list[str]) -> str:
+    return f"nvidia-smi --query-gpu={','.join(fields)} --format=csv,noheader,nounits"
+
+
+INVENTORY_COMMAND = query_command(INVENTORY_FIELDS)
+# The plain table's first lines hold "CUDA Version: X.Y", the newest CUDA this driver supports.
+HEADER_COMMAND = "nvidia-smi | head -n 4"
+
+
+def na(value: str | None) -> str | None:
+    if value is None:
+        return None
+    value = value.strip()
+    return None if value in NA_VALUES else value
+
+
+def to_float(value: str | None) -> float | None:
+    value = na(value)
+    if value is None:
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        return None
+
+
+def to_int(value: str | None) -> int | None:
+    number = to_float(value)
+    return int(number) if number is not None else None
+
+
+def parse_csv(text: str, fields: tuple[str, ...] | list[str]) -> list[dict[str, str | None]]:
+    """Rows of `--format=csv,noheader,nounits` as dicts; NA values are None; short rows are padded with None."""
+    rows = []
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        raw = line.split(",")
+        if len(raw) > len(fields):  # a name containing a comma: join the overflow back into the name column
+            extra = len(raw) - len(fields)
+            name_at = list(fields).index("name") if "name" in fields else 0
+            raw = raw[:name_at] + [",".join(raw[name_at:name_at + extra + 1])] + raw[name_at + extra + 1:]
+        cells = [na(c) for c in raw] + [None] * (len(fields) - len(raw))
+        rows.append(dict(zip(fields, cells)))
+    return rows
+
+
+@dataclass(frozen=True)
+class GpuInfo:
+    index: int | None
+    uuid: str | None
+    name: str | None
+    driver_version: str | None
+    memory_total_mib: int | None
+    compute_capability: str | None
+    pci_bus_id: str | None
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def parse_inventory(text: str) -> list[GpuInfo]:
+    return [
+        GpuInfo(
+            index=to_int(row["index"]),
+            uuid=row["uuid"],
+            name=row["name"],
+            driver_version=row["driver_version"],
+            memory_total_mib=to_int(row["memory.total"]),
+            compute_capability=row["compute_cap"],
+            pci_bus_id=row["pci.bus_id"],
+        )
+        for row in parse_csv(text, INVENTORY_FIELDS)
+    ]
+
+
+_CUDA_RE = re.compile(r"CUDA Version:\s*([0-9]+\.[0-9]+)")
+_DRIVER_RE = re.compile(r"Driver Version:\s*([0-9.]+)")
+
+
+def parse_header(text: str) -> tuple[str | None, str | None]:
+    """(driver version, newest CUDA the driver supports) from nvidia-smi's table header."""
+    cuda = _CUDA_RE.search(text)
+    driver = _DRIVER_RE.search(text)
+    return (driver.group(1) if driver else None, cuda.group(1) if cuda else None)
+
+
+def explain_failure(output: str, exit_code: int) -> tuple[str, str]:
+    """(what is wrong, remedy) for a failing nvidia-smi, from its exit code and words."""
+    text = output.lower()
+    if exit_code == 127 or "not found" in text and "nvidia-smi" in text:
+        return ("no NVIDIA driver: nvidia-smi is not installed on this host",
+                "install the NVIDIA driver (e.g. `apt install nvidia-driver` / `ubuntu-drivers install`), "
+                "or use a CPU environment (--env cpu)")
+    if "couldn't communicate with the nvidia driver" in text or exit_code == 9:
+        return ("nvidia-smi is installed but cannot talk to the NVIDIA driver (module not loaded, or a "
+                "driver/library version mismatch after an upgrade)",
+                "reboot after a driver upgrade, or load the module (`sudo modprobe nvidia`); check `dmesg | grep -i nvrm`")
+    if "no devices were found" in text or exit_code == 6:
+        return ("the NVIDIA driver sees no GPU", "check that the GPU is attached (`lspci | grep -i nvidia`) and not held by vfio")
+    if "insufficient permissions" in text or exit_code == 4:
+        return ("nvidia-smi lacks permission to read the GPU", "check /dev/nvidia* permissions for this user")
+    last = output.strip().splitlines()[-1] if output.strip() else "no output"
+    return (f"nvidia-smi failed with exit code {exit_code}: {last}",
+            "run nvidia-smi on the host to see the full error")
