@@ -173,8 +173,8 @@ def judge_gpus(gpus: Output, header: Output, wants_gpu: bool) -> tuple[list[Chec
     missing = FAIL if wants_gpu else WARN
     if gpus.exit_code != 0:
         what, remedy = nvsmi.explain_failure(gpus.stdout + gpus.stderr, gpus.exit_code)
-        if not wants_gpu:
-            remedy = f"fine for this CPU-only environment; for GPU work: {remedy}"
+        remedy = f"{remedy}, or use a CPU environment (--env cpu)" if wants_gpu else \
+            f"fine for this CPU-only environment; for GPU work: {remedy}"
         return [CheckResult("nvidia.driver", "NVIDIA driver", missing, what, remedy)], [], None
     inventory = nvsmi.parse_inventory(gpus.stdout)
     driver, driver_cuda = nvsmi.parse_header(header.stdout)

@@ -108,8 +108,7 @@ def explain_failure(output: str, exit_code: int) -> tuple[str, str]:
     text = output.lower()
     if exit_code == 127 or "not found" in text and "nvidia-smi" in text:
         return ("no NVIDIA driver: nvidia-smi is not installed on this host",
-                "install the NVIDIA driver (e.g. `apt install nvidia-driver` / `ubuntu-drivers install`), "
-                "or use a CPU environment (--env cpu)")
+                "install the NVIDIA driver (e.g. `apt install nvidia-driver` / `ubuntu-drivers install`)")
     if "couldn't communicate with the nvidia driver" in text or exit_code == 9:
         return ("nvidia-smi is installed but cannot talk to the NVIDIA driver (module not loaded, or a "
                 "driver/library version mismatch after an upgrade)",

@@ -1,0 +1,73 @@
+"""Turns compat findings into `check` results for the GPUs a host really has (L0).
+
+What the environment carries comes from the image's labels when the image is already on the host (the truth),
+else from the environment profile (a declaration). On the host runtime, the host python's own torch is judged too.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from devenv import compat
+from devenv.errors import DevenvError
+from devenv.host_checks import status_of
+from devenv.nvsmi import GpuInfo
+from devenv.profiles import EnvProfile
+from devenv.report import SKIP, CheckResult
+
+
+def compat_checks(env: EnvProfile, inventory: list[GpuInfo], image: dict[str, Any] | None,
+                  host_python: dict[str, Any] | None = None) -> list[CheckResult]:
+    cuda = (image or {}).get("cuda") or env.cuda
+    torch = (image or {}).get("torch") or env.torch
+    origin = "image labels" if image and (image.get("cuda") or image.get("torch")) else f"env '{env.name}'"
+    if not cuda and not (torch and "+cu" in torch):
+        return [CheckResult("compat", "CUDA compatibility", SKIP, f"{origin}: CPU-only, no CUDA to match")]
+    if not inventory:
+        return [CheckResult("compat", "CUDA compatibility", SKIP,
+                            f"{origin} carries CUDA {cuda or torch}, but there is no GPU to judge it against")]
+    results = []
+    for gpu in _distinct_models(inventory):
+        label = f"{gpu.name or 'GPU'} ({origin})"
+        results += _judged(f"compat.{gpu.index}", label, driver=gpu.driver_version, cuda=cuda,
+                           gpu_cc=gpu.compute_capability, torch_build=torch, gpu_name=gpu.name)
+        if host_python and host_python.get("cuda"):
+            build = _torch_build(host_python)
+            results += _judged(f"compat.host.{gpu.index}", f"{gpu.name or 'GPU'} (host torch {build})",
+                               driver=gpu.driver_version, cuda=None, gpu_cc=gpu.compute_capability,
+                               torch_build=build, gpu_name=gpu.name,
+                               torch_arch_list=host_python.get("arch_list") or None)
+    return results
+
+
+def _judged(check_id: str, label: str, **inputs) -> list[CheckResult]:
+    try:
+        report = compat.judge(**inputs)
+    except DevenvError as exc:  # a version nvidia-smi printed that compat cannot read: say so, don't crash
+        return [CheckResult(check_id, f"Compatibility: {label}", "warn", exc.message, exc.hint)]
+    out = []
+    for finding in report.findings:
+        if finding.check == "gpu" and finding.status == "pass":
+            continue  # the GPU line of `check` already says the model
+        out.append(CheckResult(
+            f"{check_id}.{finding.check}", f"{finding.title}: {label}", status_of(finding.status),
+            f"{finding.value}: {finding.reason}", finding.remedy,
+            {"source": finding.source, "requires": dict(finding.requires), "compat_status": finding.status},
+        ))
+    return out
+
+
+def _torch_build(host_python: dict[str, Any]) -> str:
+    version = str(host_python.get("torch", ""))
+    if "+" in version:
+        return version
+    cuda = str(host_python.get("cuda") or "")
+    return f"{version}+cu{cuda.replace('.', '')}" if cuda else f"{version}+cpu"
+
+
+def _distinct_models(inventory: list[GpuInfo]) -> list[GpuInfo]:
+    """One GPU per (model, compute capability): eight identical GPUs are judged once."""
+    seen: dict[tuple, GpuInfo] = {}
+    for gpu in inventory:
+        seen.setdefault((gpu.name, gpu.compute_capability, gpu.driver_version), gpu)
+    return list(seen.values())
