@@ -49,3 +49,12 @@ def main() -> None:
 
 # Each command lives in its own module and registers itself on `main`.
 from devenv.cli import profiles_cmd  # noqa: E402,F401
+from devenv.cli import compat_cmd  # noqa: E402,F401
+from devenv.cli import check_cmd  # noqa: E402,F401
+from devenv.cli import monitor_cmd  # noqa: E402,F401
+from devenv.cli import up_cmd  # noqa: E402,F401
+from devenv.cli import down_cmd  # noqa: E402,F401
+from devenv.cli import status_cmd  # noqa: E402,F401
+from devenv.cli import logs_cmd  # noqa: E402,F401
+from devenv.cli import exec_cmd  # noqa: E402,F401
+from devenv.cli import image_cmd  # noqa: E402,F401
