@@ -18,3 +18,6 @@ def isolated_home(tmp_path_factory, monkeypatch) -> Path:
     monkeypatch.setenv("DEVENV_KNOWN_HOSTS", str(home / "known_hosts"))
     monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
     return home
+
+
+from testhost import testhost, testhost_env, use_testhost  # noqa: E402,F401  (the real test host's fixtures)

@@ -1,0 +1,67 @@
+"""The test host itself works: OpenSSH reaches the dedicated sshd with the pinned host key (and refuses a
+wrong one), dockerd runs the base image, and the no-docker user is really refused by dockerd."""
+
+from __future__ import annotations
+
+import subprocess
+
+import docker
+import pytest
+
+from devenv.profiles import load_host
+from testhost import testhost, testhost_env, use_testhost  # noqa: F401  (fixtures)
+
+pytestmark = pytest.mark.integration
+
+
+def run(argv: list[str], timeout: float = 60) -> subprocess.CompletedProcess:
+    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+
+
+def test_openssh_logs_in_with_the_pinned_host_key(testhost):
+    result = run(testhost.ssh_argv() + ["id", "-un"])
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "root"
+
+
+def test_openssh_refuses_a_host_key_that_does_not_match(testhost, tmp_path):
+    other = tmp_path / "other_host_key"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(other)], check=True,
+                   stdin=subprocess.DEVNULL)
+    wrong = tmp_path / "known_hosts"
+    key_type, key = other.with_suffix(".pub").read_text().split()[:2]
+    wrong.write_text(f"[127.0.0.1]:{testhost.port} {key_type} {key}\n")
+    result = run(testhost.ssh_argv(known_hosts=wrong) + ["true"])
+    assert result.returncode == 255
+    assert "REMOTE HOST IDENTIFICATION HAS CHANGED" in result.stderr
+
+
+def test_docker_runs_the_base_image_over_the_local_socket(testhost):
+    client = docker.from_env(timeout=120)
+    try:
+        output = client.containers.run(testhost.base_image, ["python3", "-c", "print(6 * 7)"], remove=True)
+    finally:
+        client.close()
+    assert output == b"42\n"
+
+
+def test_root_on_the_test_host_can_use_docker(testhost):
+    result = run(testhost.ssh_argv() + ["docker", "image", "inspect", "--format", "{{.Id}}",
+                                        testhost.base_image])
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("sha256:")
+
+
+def test_the_nodocker_user_is_refused_by_dockerd(testhost):
+    result = run(testhost.ssh_argv(testhost.nodocker_alias) + ["id -un; docker info"])
+    assert result.stdout.splitlines()[0] == testhost.nodocker_user
+    assert result.returncode != 0
+    assert "permission denied" in result.stderr.lower()
+
+
+def test_the_devenv_home_holds_both_host_profiles(use_testhost, testhost):
+    box = load_host(testhost.alias)
+    assert box.ssh is not None and box.ssh.alias == testhost.alias
+    assert box.runtime == "docker"
+    nodocker = load_host(testhost.nodocker_alias)
+    assert nodocker.ssh is not None and nodocker.ssh.alias == testhost.nodocker_alias
