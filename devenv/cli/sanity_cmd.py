@@ -1,0 +1,148 @@
+"""`devenv sanity HOST`: GPU health + mixed-precision training checks on the host, a verdict, a saved report."""
+
+from __future__ import annotations
+
+import contextlib
+
+import click
+
+from devenv import profiles
+from devenv.cli import main
+from devenv.cli.common import accept_new_host_option, connect, env_option, resolve_env
+from devenv.cli.render import STATUS_STYLE, emit_json
+from devenv.sanity.verdict import FAIL, NO_GPU, fmt
+
+EXIT_FAIL, EXIT_NO_GPU = 1, 4
+
+
+@main.command()
+@click.argument("host")
+@click.option("--suite", type=click.Choice(["quick", "full"]), default="quick", show_default=True,
+              help="quick: about a minute on an H200; full: adds torch.compile, longer runs, multi-GPU DDP.")
+@env_option
+@click.option("--python", "python", metavar="PATH",
+              help="Python with PyTorch to run under (default: the environment's, or the host profile's `python`).")
+@click.option("--on-host", is_flag=True, help="On a Docker host, run on the bare host instead of in the environment.")
+@click.option("--only", metavar="STAGES", default="",
+              help="Comma-separated stages: matmul,memcpy,probe,gpt,resnet,compile,pergpu,ddp.")
+@click.option("--inject", type=click.Choice(["inf", "fp16-no-scaler"]), default=None,
+              help="Plant a fault, to see the verdict catch it (tests devenv, not the host).")
+@click.option("--compare-last", is_flag=True, help="Compare with the last saved report of this host.")
+@click.option("--no-save", is_flag=True, help="Do not save the report under devenv's state folder.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report and verdict as JSON.")
+@accept_new_host_option
+def sanity(host: str, suite: str, env: str | None, python: str | None, on_host: bool, only: str,
+           inject: str | None, compare_last: bool, no_save: bool, as_json: bool, accept_new_host: bool) -> None:
+    """Prove HOST's GPU delivers: matmul rates and memory bandwidth against its SKU, repeatable results,
+    and GPT- and ResNet-style training in fp32, TF32, fp16 + GradScaler and bf16.
+
+    Exits 0 on pass or warn, 1 when a check fails, 4 when there is no GPU (nothing about a GPU was proven).
+    """
+    from devenv.services import sanity_history as history
+    from devenv.services.sanity import run_sanity
+
+    host_profile = profiles.load_host(host)
+    conn = connect(host_profile, accept_new_host)
+    stages = tuple(s.strip() for s in only.split(",") if s.strip())
+    on_event = None if as_json else _live_printer()
+    with _target(host_profile, conn, env, on_host) as (target, default_python, where):
+        if not as_json:
+            click.echo(f"Running the {suite} sanity suite on {host} ({where})...", err=True)
+        result = run_sanity(target, python=python or default_python, suite=suite, on_event=on_event,
+                            inject=inject, only=stages)
+    previous = history.last_report(host) if compare_last else None
+    saved = None if no_save else history.save_report(host, result.report, result.verdict, suite=suite)
+    if as_json:
+        out = result.to_dict()
+        out["saved_to"] = str(saved) if saved else None
+        if previous is not None:
+            cmp = history.compare(previous, {"host": host, "suite": suite, "report": result.report})
+            out["comparison"] = {"a": cmp.a_label, "b": cmp.b_label, "notes": list(cmp.notes),
+                                 "rows": [{"metric": r.metric, "unit": r.unit, "a": r.a, "b": r.b,
+                                           "ratio": r.ratio, "change": r.change} for r in cmp.rows]}
+        emit_json(out)
+    else:
+        _print_summary(result)
+        if compare_last:
+            _print_comparison(history, previous, host, suite, result.report)
+        if saved:
+            click.echo(f"Report saved to {saved}", err=True)
+    if result.verdict.status == FAIL:
+        raise SystemExit(EXIT_FAIL)
+    if result.verdict.status == NO_GPU:
+        raise SystemExit(EXIT_NO_GPU)
+
+
+@contextlib.contextmanager
+def _target(host_profile, conn, env_flag, on_host):
+    """Where the program runs: the environment's container on a Docker host, else the host itself."""
+    if host_profile.runtime != "docker" or on_host:
+        yield conn, host_profile.python, f"host python {host_profile.python}"
+        return
+    from devenv.cli.envcommon import open_provisioner
+    from devenv.services.env_connection import ContainerConnection
+
+    env_profile = resolve_env(host_profile, env_flag)
+    with open_provisioner(host_profile, conn, with_key=False) as (prov, _):
+        container = prov.running_container_of(env_profile.name)
+        yield ContainerConnection(prov.runtime, container, host_profile.name), "python3", \
+            f"environment '{env_profile.name}'"
+
+
+def _badge(status: str) -> str:
+    label, color = STATUS_STYLE.get(status, (status.upper(), None))
+    return click.style(f"{label:<4}", fg=color, bold=True)
+
+
+def _check_line(c) -> str:
+    value = "" if c.measured is None else f"{fmt(c.measured)} {c.unit}".strip()
+    bound = f" (needs {c.threshold})" if c.threshold and c.status in ("warn", "fail") else ""
+    why = f"  - {c.reason}" if c.status in ("warn", "fail", "skip") or c.measured is None else ""
+    return f"  {_badge(c.status)}  {c.name}  {value}{bound}{why}"
+
+
+def _live_printer():
+    def on_event(event: dict) -> None:
+        kind = event.get("event")
+        if kind == "progress":
+            click.echo(click.style(f"[{event.get('i')}/{event.get('n')}] {event.get('msg')}", dim=True), err=True)
+        elif kind == "result":
+            for c in event.get("checks") or []:
+                click.echo(_check_line(c), err=True)
+    return on_event
+
+
+def _print_summary(result) -> None:
+    v = result.verdict
+    amp = [c for c in v.checks if " AMP: " in c.name and c.status != "info"]
+    if amp:
+        click.echo("Mixed precision against fp32 / tf32:")
+        for c in amp:
+            click.echo(_check_line(c))
+    fails = [c for c in v.checks if c.status in ("fail", "warn")]
+    if fails:
+        click.echo("Needs attention:")
+        for c in fails:
+            click.echo(_check_line(c))
+            if c.source:
+                click.echo(click.style(f"          threshold from: {c.source}", dim=True))
+    label = {"pass": "PASS", "warn": "WARN", "fail": "FAIL", NO_GPU: "NO GPU"}.get(v.status, v.status.upper())
+    color = {"pass": "green", "warn": "yellow", "fail": "red"}.get(v.status, "cyan")
+    click.echo(f"{click.style(label, fg=color, bold=True)}  {result.host}: {v.summary} ({result.wall_s:.0f} s)")
+
+
+def _print_comparison(history, previous, host, suite, report) -> None:
+    if previous is None:
+        click.echo("No earlier report of this host to compare with.", err=True)
+        return
+    cmp = history.compare(previous, {"host": host, "suite": suite, "report": report})
+    click.echo(f"Compared with {cmp.a_label}:")
+    for note in cmp.notes:
+        click.echo(f"  changed: {note}")
+    moved = [r for r in cmp.rows if r.change in ("worse", "better")]
+    for r in moved:
+        color = "red" if r.change == "worse" else "green"
+        click.echo(f"  {click.style(r.change.upper(), fg=color)}  {r.metric}: {fmt(r.a)} -> {fmt(r.b)} {r.unit} "
+                   f"(x{r.ratio:.2f})")
+    if not moved:
+        click.echo("  every shared metric within 10% of the last run")
