@@ -1,0 +1,237 @@
+"""SSHConnection: the Connection protocol over paramiko, behaving as OpenSSH would.
+
+- Opens lazily on first use (resolving ~/.ssh/config then), reopens if the transport died, closes twice safely.
+- One transport carries every command as its own channel, so threads may run commands concurrently.
+- Commands run in the remote login shell (POSIX sh/bash expected). `env` becomes `export` lines in front of
+  the command, because sshd's AcceptEnv refuses most names. Those lines are part of the command text (visible
+  in `ps` on the host and in sshd's debug logs): NEVER pass secrets in env or on a command line; write them
+  to a file with put(), whose data travels on stdin.
+- Every command has a timeout; on timeout, or when a stream() generator is closed, the remote process group
+  is killed (see channel_io) and the channel closed.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import replace
+from shlex import quote
+from typing import Iterator
+
+import paramiko
+
+from devenv.errors import CommandFailed, CommandTimeout, ConnectError, DevenvError
+from devenv.remote import dial
+from devenv.remote.base import DEFAULT_TIMEOUT, Result
+from devenv.remote.channel_io import ChannelIO, stop_script, wrap_command
+from devenv.remote.sshconfig import ResolvedTarget, resolve
+
+_CHANNEL_ERRORS = (paramiko.SSHException, EOFError, OSError)
+# sshd's MaxSessions (default 10) caps channels per connection; keep run() below it, leaving room for streams.
+_MAX_CONCURRENT_RUNS = 6
+
+
+class SSHConnection:
+    def __init__(self, target, *, name: str | None = None, accept_new_host: bool = False):
+        """target: a devenv.profiles.SSHTarget, or an already ResolvedTarget."""
+        self._target = target
+        self.name = name or getattr(target, "label", None) or target.alias or target.hostname
+        self.accept_new_host = accept_new_host
+        self._chain: list[paramiko.Transport] = []
+        self._resolved: ResolvedTarget | None = target if isinstance(target, ResolvedTarget) else None
+        self._lock = threading.Lock()
+        self._runs = threading.BoundedSemaphore(_MAX_CONCURRENT_RUNS)
+
+    # --- lifecycle ----------------------------------------------------------------------------------
+
+    @property
+    def resolved(self) -> ResolvedTarget:
+        if self._resolved is None:  # resolved at first use, so ~/.ssh/config errors surface there
+            self._resolved = replace(resolve(self._target), label=self.name)
+        return self._resolved
+
+    @property
+    def is_connected(self) -> bool:
+        return bool(self._chain) and self._chain[-1].is_active()
+
+    def open(self) -> None:
+        self.transport()
+
+    def transport(self) -> paramiko.Transport:
+        """The live authenticated Transport (for port forwarding); dialled, or re-dialled if it died."""
+        with self._lock:
+            if self._chain and self._chain[-1].is_active():
+                return self._chain[-1]
+            dial.close_chain(self._chain)  # a dead pooled transport is replaced, never reused
+            self._chain = []
+            self._chain = dial.open_chain(self.resolved, accept_new_host=self.accept_new_host)
+            return self._chain[-1]
+
+    def close(self) -> None:
+        with self._lock:
+            chain, self._chain = self._chain, []
+        dial.close_chain(chain)
+
+    def __enter__(self) -> "SSHConnection":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "open" if self.is_connected else "closed"
+        return f"<SSHConnection {self.name} {state}>"
+
+    # --- commands -----------------------------------------------------------------------------------
+
+    def run(self, command: str, *, timeout: float = DEFAULT_TIMEOUT, check: bool = False,
+            stdin: bytes | str | None = None, env: dict[str, str] | None = None) -> Result:
+        data = stdin.encode() if isinstance(stdin, str) else stdin
+        with self._runs:
+            io = self._start(command, env)
+            ended = False
+            try:
+                io.send_stdin(data)
+                deadline = time.monotonic() + timeout
+                while not io.finished():
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        raise CommandTimeout(command, timeout, self.name)
+                    io.wait(min(remaining, 0.5))
+                    io.drain()
+                io.drain()
+                ended = True
+                self._raise_if_lost(io, command)
+            finally:
+                if not ended:  # timeout, Ctrl-C, ...: the remote command must not outlive us
+                    self._stop(io)
+                io.channel.close()
+        result = Result(command, io.stdout.decode(errors="replace"), io.stderr_text(),
+                        io.exit_code())
+        if check and not result.ok:
+            raise CommandFailed(result)
+        return result
+
+    def stream(self, command: str, *, timeout: float | None = None) -> Iterator[str]:
+        """Yield stdout lines as they come. Closing the generator kills the remote command. A command that
+        ends on its own with a non-zero code raises CommandFailed (with its stderr) after its last line."""
+        io = self._start(command, None)
+        ended = False
+        try:
+            io.send_stdin(None)
+            deadline = time.monotonic() + timeout if timeout else None
+            while True:
+                yield from io.take_lines()
+                if io.finished():
+                    break
+                if deadline and time.monotonic() >= deadline:
+                    raise CommandTimeout(command, timeout, self.name)
+                io.wait(min(0.5, deadline - time.monotonic()) if deadline else 0.5)
+                io.drain()
+            io.drain()
+            yield from io.take_lines()
+            if io.stdout:
+                yield io.stdout.decode(errors="replace")
+            self._raise_if_lost(io, command)
+            ended = True
+        finally:
+            if not ended:
+                self._stop(io)
+            io.channel.close()
+        result = Result(command, "", io.stderr_text(), io.exit_code())
+        if not result.ok:
+            raise CommandFailed(result)
+
+    def put(self, data: bytes, remote_path: str, mode: int = 0o644) -> None:
+        """Write data to remote_path atomically (temp file + mv), private until chmod; data goes on stdin."""
+        target = _shell_path(remote_path)
+        script = (f"umask 077; tmp=$(mktemp {target}.devenv-XXXXXX) || exit 1; "
+                  f'if cat > "$tmp" && chmod {mode:o} "$tmp" && mv -f "$tmp" {target}; then exit 0; fi; '
+                  f'rm -f "$tmp"; exit 1')
+        result = self.run(script, stdin=data, timeout=60 + len(data) / 1e6)
+        if not result.ok:
+            raise DevenvError(f"cannot write {remote_path} on {self.name}: {result.stderr.strip()}",
+                              f"check that the directory exists and that {self.resolved.user} may write there")
+
+    def probe_forwarding(self) -> tuple[bool | None, str]:
+        """Does sshd allow TCP forwarding (devenv's tunnels need it)? (allowed, detail); None = cannot tell.
+
+        Opens a direct-tcpip channel to 127.0.0.1:9 on the host: sshd refuses it as "administratively
+        prohibited" when forwarding is off; a merely failed connect there means forwarding itself is allowed."""
+        transport = self.transport()
+        try:
+            transport.open_channel("direct-tcpip", ("127.0.0.1", 9), ("127.0.0.1", 0),
+                                   timeout=self.resolved.connect_timeout).close()
+        except paramiko.ChannelException as e:
+            if e.code == paramiko.OPEN_FAILED_ADMINISTRATIVELY_PROHIBITED:
+                return False, "sshd refuses TCP forwarding (administratively prohibited)"
+            return True, "sshd allows TCP forwarding"
+        except _CHANNEL_ERRORS as e:
+            return None, f"could not probe forwarding: {e}"
+        return True, "sshd allows TCP forwarding"
+
+    # --- internals ----------------------------------------------------------------------------------
+
+    def _start(self, command: str, env: dict[str, str] | None) -> ChannelIO:
+        script = wrap_command(command, env)
+        transport = self.transport()
+        try:
+            channel = transport.open_session(timeout=self.resolved.connect_timeout)
+            channel.exec_command(script)
+        except _CHANNEL_ERRORS as e:
+            if not transport.is_active():
+                raise self._lost(command) from None
+            raise ConnectError(f"{self.name}: cannot start a command: {e}",
+                               "the host's sshd may limit sessions per connection (MaxSessions); try again") from None
+        return ChannelIO(channel)
+
+    def _stop(self, io: ChannelIO) -> None:
+        """Kill the command's process group on the host, then close its channel."""
+        deadline = time.monotonic() + 2
+        while io.pgid is None and not io.finished() and time.monotonic() < deadline:
+            io.wait(0.1)
+            io.drain()
+        if io.pgid is not None and not io.has_exit_status():
+            try:
+                transport = self._chain[-1] if self.is_connected else None
+                if transport is not None:
+                    self._raw_run(transport, stop_script(io.pgid), timeout=5)
+            except _CHANNEL_ERRORS:
+                pass  # the connection is going away; sshd ends the session with it
+        io.channel.close()
+
+    @staticmethod
+    def _raw_run(transport: paramiko.Transport, script: str, timeout: float) -> None:
+        channel = transport.open_session(timeout=timeout)
+        try:
+            channel.exec_command(script)
+            channel.status_event.wait(timeout)
+        finally:
+            channel.close()
+
+    def _raise_if_lost(self, io: ChannelIO, command: str) -> None:
+        """A channel that closed without an exit status: the process died by a signal, or the connection
+        did. paramiko closes the channels a moment before it marks the transport inactive, so give it 1 s."""
+        if io.has_exit_status():
+            return
+        transport = io.channel.get_transport()
+        deadline = time.monotonic() + 1
+        while time.monotonic() < deadline:
+            if not transport.is_active():
+                raise self._lost(command)
+            time.sleep(0.02)
+
+    def _lost(self, command: str) -> ConnectError:
+        return ConnectError(
+            f"connection to {self.name} ({self.resolved.address}) lost while running: {command}",
+            "the host rebooted, sshd restarted or the network dropped; re-run the command "
+            "(devenv reconnects on the next command)")
+
+
+def _shell_path(path: str) -> str:
+    """Quote a remote path for the shell; a leading ~/ means the remote home, as with scp."""
+    if path == "~":
+        return '"$HOME"'
+    if path.startswith("~/"):
+        return '"$HOME"/' + quote(path[2:])
+    return quote(path)
