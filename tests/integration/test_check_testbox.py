@@ -1,0 +1,89 @@
+"""`devenv check` against the real test host (sshd on 127.0.0.1:2201 + dockerd, no GPU), through the CLI."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from devenv.cli import main
+from devenv.remote import pool
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(autouse=True)
+def fresh_pool():
+    yield
+    pool.close_all()
+
+
+def check(*args):
+    result = CliRunner().invoke(main, ["check", *args])
+    assert "Traceback" not in result.output, result.output
+    return result
+
+
+def checks_of(result):
+    report = json.loads(result.stdout)
+    return report, {c["id"]: c for c in report["checks"]}
+
+
+def test_testbox_cpu_env_is_ready_and_says_there_is_no_gpu(use_testhost):
+    result = check("testbox", "--json")
+    report, checks = checks_of(result)
+    for key in ("ssh", "os", "docker.daemon", "disk", "ssh.forwarding"):
+        assert checks[key]["status"] == "pass", checks[key]
+    assert "Debian" in checks["os"]["value"]
+    assert checks["nvidia.driver"]["status"] == "warn"
+    assert "no NVIDIA driver" in checks["nvidia.driver"]["value"]
+    assert result.exit_code == 0 and report["ok"] is True
+
+
+def test_testbox_cuda_env_fails_on_the_missing_driver(use_testhost):
+    result = check("testbox", "--env", "cuda", "--json")
+    report, checks = checks_of(result)
+    assert checks["nvidia.driver"]["status"] == "fail"
+    assert "no NVIDIA driver" in checks["nvidia.driver"]["value"] and checks["nvidia.driver"]["remedy"]
+    assert result.exit_code == 1 and report["ok"] is False
+
+
+def test_user_without_docker_group_gets_the_usermod_hint(use_testhost):
+    result = check("testbox-nodocker", "--json")
+    _, checks = checks_of(result)
+    assert checks["docker.access"]["status"] == "fail"
+    assert "usermod -aG docker" in checks["docker.access"]["remedy"]
+    assert result.exit_code == 1
+
+
+def test_unknown_host_key_is_refused_then_accepted_on_request(use_testhost):
+    known_hosts = Path(use_testhost["DEVENV_KNOWN_HOSTS"])
+    known_hosts.write_text("")
+    refused = check("testbox")
+    assert refused.exit_code == 3
+    assert "SHA256:" in refused.output and "--accept-new-host" in refused.output
+    pool.close_all()
+    accepted = check("testbox", "--accept-new-host")
+    assert accepted.exit_code == 0, accepted.output
+    assert "2201" in known_hosts.read_text()
+
+
+def test_changed_host_key_is_always_refused(use_testhost):
+    known_hosts = Path(use_testhost["DEVENV_KNOWN_HOSTS"])
+    other = "AAAAC3NzaC1lZDI1NTE5AAAAIOkZ5m3n0w3hJ8m2b6l1tqk3yq0q8m0Qe0o2Y2h7b8Xb"
+    known_hosts.write_text(f"[127.0.0.1]:2201 ssh-ed25519 {other}\n")
+    result = check("testbox", "--accept-new-host")
+    assert result.exit_code == 3
+    assert "changed" in result.output.lower() and "ssh-keygen" in result.output
+    assert "-R '[127.0.0.1]:2201'" in result.output
+
+
+def test_unreachable_host_is_one_message_with_a_hint(use_testhost, tmp_path):
+    hosts = Path(use_testhost["DEVENV_HOME"]) / "profiles" / "hosts"
+    (hosts / "gone.yaml").write_text("ssh:\n  hostname: 127.0.0.1\n  port: 1\n  connect_timeout: 3\n")
+    result = check("gone")
+    assert result.exit_code == 3
+    assert result.output.count("Error:") == 1 and "Hint:" in result.output
+    assert "127.0.0.1" in result.output
