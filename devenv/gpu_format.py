@@ -1,0 +1,95 @@
+"""Words and numbers for GPU samples (L0), shared by `devenv monitor --once` and the TUI: NA shows as "-",
+never as 0, and a gpustat-like plain-text table for scripts and terminals without a TUI."""
+
+from __future__ import annotations
+
+import time
+
+from devenv.gpu_sample import GpuSample, ProcessSample
+
+NA = "-"
+
+
+def num(value, fmt: str = "{:.0f}", unit: str = "") -> str:
+    return NA if value is None else fmt.format(value) + unit
+
+
+def mem(gpu: GpuSample) -> str:
+    return f"{num(gpu.mem_used_mib)} / {num(gpu.mem_total_mib)} MiB"
+
+
+def power(gpu: GpuSample) -> str:
+    return f"{num(gpu.power_w)} / {num(gpu.power_limit_w)} W"
+
+
+def clock(gpu: GpuSample) -> str:
+    return f"{num(gpu.sm_clock_mhz)} / {num(gpu.sm_clock_max_mhz)} MHz"
+
+
+def throttle(gpu: GpuSample) -> str:
+    reasons = gpu.throttle_reasons
+    if reasons is None:
+        return NA
+    return ", ".join(reasons) if reasons else "none"
+
+
+def mib(value: int | None) -> str:
+    if value is None:
+        return NA
+    return f"{value / 1024:.1f}G" if value >= 10240 else f"{value}M"
+
+
+def clock_time(t: float | None) -> str:
+    return NA if t is None else time.strftime("%H:%M:%S", time.localtime(t))
+
+
+def age(t: float | None, now: float) -> str:
+    if t is None:
+        return "never"
+    seconds = max(0.0, now - t)
+    if seconds < 60:
+        return f"{seconds:.1f} s ago" if seconds < 10 else f"{seconds:.0f} s ago"
+    if seconds < 3600:
+        return f"{seconds / 60:.0f} min ago"
+    return f"{seconds / 3600:.1f} h ago"
+
+
+def duration(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
+
+
+def process_label(p: ProcessSample) -> str:
+    """user:name/pid(memory)[@container] -- the way gpustat lists processes, plus the container."""
+    name = (p.name or "?").rsplit("/", 1)[-1]
+    where = f"@{p.container}" if p.container else ""
+    return f"{p.user or '?'}:{name}/{p.pid}({mib(p.used_mib)}){where}"
+
+
+def once_table(snapshots, now: float | None = None) -> str:
+    """One header line per host, one line per GPU with its processes (gpustat style)."""
+    now = time.time() if now is None else now
+    lines = []
+    for snap in snapshots:
+        head = f"{snap.host}  {snap.state}"
+        if snap.driver_version:
+            head += f"  driver {snap.driver_version}"
+        head += f"  {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(snap.last_sample_t or snap.t))}"
+        lines.append(head)
+        if snap.message:
+            lines.append(f"  {snap.message}" + (f" (hint: {snap.hint})" if snap.hint else ""))
+        rows = []
+        for gpu in snap.gpus:
+            procs = " ".join(process_label(p) for p in snap.processes_on(gpu))
+            rows.append([f"[{num(gpu.index)}] {gpu.name or NA}", f"{num(gpu.temp_c, unit='°C')}",
+                         f"{num(gpu.util_pct, unit=' %')}", mem(gpu), power(gpu), clock(gpu),
+                         f"ECC {num(gpu.ecc_uncorrected)}", throttle(gpu), procs])
+        widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))] if rows else []
+        for r in rows:
+            cells = [c.rjust(w) if i in (1, 2, 3, 4, 5) else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))]
+            lines.append("  " + " | ".join(cells[:-1]).rstrip() + (" | " + cells[-1].rstrip() if r[-1] else ""))
+        if snap.processes_error and snap.state == "ok":
+            lines.append(f"  processes: {snap.processes_error}")
+        unplaced = [p for p in snap.processes if not any(p.gpu_uuid == g.uuid for g in snap.gpus)]
+        if unplaced:
+            lines.append("  other GPU processes: " + " ".join(process_label(p) for p in unplaced))
+    return "\n".join(lines)

@@ -1,0 +1,462 @@
+"""`devenv monitor` as a Textual app. Built by create_monitor_app(), so tests need neither click nor a terminal.
+
+Data flows one way: samplers (services layer, their own threads) -> thread workers that wait for updates ->
+typed messages -> widgets. Keys call services through MonitorServices (injected callables) in workers, so a
+slow or dead host never blocks the screen. A service that is missing says so in a notification.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Callable, Iterator, Protocol
+
+from textual import on, work
+from textual.app import App, ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.message import Message
+from textual.widgets import Footer, Header, Input, Label, RichLog, Static
+from textual.worker import get_current_worker
+
+from devenv.errors import DevenvError
+from devenv.services.monitor import HostSnapshot
+from devenv.tui.monitor_screens import ConfirmScreen, HelpScreen, SanityScreen
+from devenv.tui.monitor_view import HostExtras, flatten, host_view
+
+EXTRAS_EVERY_S = 15.0
+
+
+class Sampler(Protocol):
+    """What the app needs of a sampler (devenv.services.monitor.HostSampler is one)."""
+
+    def start(self) -> object: ...
+    def stop(self, timeout: float = 3.0) -> None: ...
+    def snapshot(self) -> HostSnapshot: ...
+    def wait_for_update(self, version: int, timeout: float) -> tuple[int, HostSnapshot]: ...
+
+
+@dataclass
+class MonitorServices:
+    """What the keys call. Each is None until its service exists; the key then says it is not available.
+
+    run_sanity gets a progress callback (text, fraction 0..1 or None) and returns the verdict line."""
+
+    env_state: Callable[[str], str | None] | None = None
+    last_verdict: Callable[[str], str | None] | None = None
+    open_jupyter: Callable[[str], str] | None = None
+    run_sanity: Callable[[str, Callable[[str, float | None], None]], str] | None = None
+    up: Callable[[str], str] | None = None
+    down: Callable[[str], str] | None = None
+    follow_logs: Callable[[str], Iterator[str]] | None = None
+    close: Callable[[], None] | None = None  # called once at quit (closes tunnels the keys opened)
+
+
+# --- messages (up from workers) -------------------------------------------------------------------------
+
+class HostUpdated(Message):
+    def __init__(self, snapshot: HostSnapshot) -> None:
+        super().__init__()
+        self.snapshot = snapshot
+
+
+class ExtrasUpdated(Message):
+    def __init__(self, host: str, extras: HostExtras) -> None:
+        super().__init__()
+        self.host, self.extras = host, extras
+
+
+class LogLine(Message):
+    def __init__(self, host: str, line: str) -> None:
+        super().__init__()
+        self.host, self.line = host, line
+
+
+class ActionFinished(Message):
+    def __init__(self, host: str, action: str, ok: bool, text: str) -> None:
+        super().__init__()
+        self.host, self.action, self.ok, self.text = host, action, ok, text
+
+
+class SanityProgress(Message):
+    def __init__(self, host: str, text: str, fraction: float | None) -> None:
+        super().__init__()
+        self.host, self.text, self.fraction = host, text, fraction
+
+
+# --- widgets and screens --------------------------------------------------------------------------------
+
+class HostPanel(Static, can_focus=True):
+    """One host: state, GPUs with history, processes. Focus selects the host the keys act on."""
+
+    def __init__(self, host: str) -> None:
+        super().__init__(id=None, classes="host")
+        self.host = host
+        self.snapshot: HostSnapshot = HostSnapshot(host, "connecting", 0.0)
+        self.extras = HostExtras()
+        self.view = None
+        self.drawn_at = 0.0  # monotonic time of the last redraw
+        self.shape: tuple | None = None
+        self.border_title = host
+
+    class Selected(Message):
+        def __init__(self, host: str) -> None:
+            super().__init__()
+            self.host = host
+
+    def on_focus(self) -> None:
+        self.post_message(self.Selected(self.host))
+
+    def redraw(self, now: float) -> None:
+        self.set_class(self.snapshot.state != "ok", "unhealthy")
+        width = self.content_size.width or self.app.size.width - 4
+        self.view = host_view(self.snapshot, self.extras, now, width)
+        text = flatten(self.view, width)
+        shape = (text.plain.count("\n"), width)
+        self.update(text, layout=shape != self.shape)  # a new layout only when the height changed
+        self.shape, self.drawn_at = shape, time.monotonic()
+
+
+# --- the app --------------------------------------------------------------------------------------------
+
+class MonitorApp(App):
+    CSS_PATH = "monitor.tcss"
+    TITLE = "devenv monitor"
+    BINDINGS = [
+        Binding("j", "jupyter", "Jupyter"),
+        Binding("s", "sanity", "Sanity"),
+        Binding("u", "up", "Up"),
+        Binding("d", "down", "Down"),
+        Binding("slash", "filter", "Filter"),
+        Binding("question_mark", "help", "Help"),
+        Binding("q", "quit", "Quit"),
+        Binding("escape", "clear_filter", "Clear filter", show=False),
+    ]
+
+    def __init__(self, hosts: list[str], sampler_factory: Callable[[str], Sampler],
+                 services: MonitorServices | None = None, *, clock: Callable[[], float] = time.time,
+                 redraw_every: float = 1.0):
+        super().__init__()
+        self.hosts = list(dict.fromkeys(hosts))
+        self.sampler_factory = sampler_factory
+        self.services = services or MonitorServices()
+        self.clock = clock
+        self.redraw_every = redraw_every
+        self.samplers: dict[str, Sampler] = {}
+        self.filter_text = ""
+        self.selected: str | None = self.hosts[0] if self.hosts else None
+        self.logs_host: str | None = None
+        self.notified: list[tuple[str, str, str]] = []  # (severity, title, message), newest last
+
+    def notify(self, message: str, *, title: str = "", severity="information", timeout: float | None = None,
+               markup: bool = True) -> None:
+        self.notified = (self.notified + [(severity, title, message)])[-50:]
+        super().notify(message, title=title, severity=severity, timeout=timeout, markup=markup)
+
+    # --- layout -------------------------------------------------------------------------------------------
+
+    def compose(self) -> ComposeResult:
+        yield Header(show_clock=False)
+        yield Input(placeholder="filter hosts (enter keeps it, escape clears)", id="filter")
+        with VerticalScroll(id="hosts"):
+            for host in self.hosts:
+                yield HostPanel(host)
+            yield Label("no host matches the filter", id="no-match")
+        log = RichLog(id="logs", max_lines=500, wrap=False)
+        log.border_title = "logs"
+        yield log
+        yield Footer()
+
+    def panels(self) -> list[HostPanel]:
+        return list(self.query(HostPanel))
+
+    def panel(self, host: str) -> HostPanel | None:
+        return next((p for p in self.panels() if p.host == host), None)
+
+    def on_mount(self) -> None:
+        # Textual runs thread workers in the event loop's default executor (min(32, cores + 4) threads):
+        # give it room for the long-lived workers plus a few actions running at once on a small laptop.
+        asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(max_workers=16,
+                                                                           thread_name_prefix="monitor"))
+        self.query_one("#filter").display = False
+        self.query_one("#no-match").display = False
+        self._update_subtitle()
+        for host in self.hosts:
+            self.samplers[host] = self.sampler_factory(host)
+            self.samplers[host].start()
+        self._watch()
+        self._extras()
+        for panel in self.panels():
+            panel.redraw(self.clock())
+        if self.hosts:
+            self.panels()[0].focus()
+        self.set_interval(self.redraw_every, self._redraw_all)
+
+    def on_unmount(self) -> None:
+        for sampler in self.samplers.values():
+            sampler.stop(timeout=0)  # threads are daemons; closing connections ends the remote streams
+        if self.services.close:
+            self.services.close()
+
+    def _update_subtitle(self) -> None:
+        shown = sum(1 for p in self.panels() if p.display)
+        self.sub_title = f"{shown} of {len(self.hosts)} hosts" + (f" · filter: {self.filter_text}"
+                                                                   if self.filter_text else "")
+
+    # --- workers (threads) -> messages ---------------------------------------------------------------------
+
+    @work(thread=True, exclusive=True, group="watch")
+    def _watch(self) -> None:
+        """One thread for all hosts: post each host's snapshot when it changed, at most once a second."""
+        worker = get_current_worker()
+        versions = {host: -1 for host in self.samplers}
+        while not worker.is_cancelled:
+            for host, sampler in self.samplers.items():
+                version, snap = sampler.wait_for_update(versions[host], timeout=0)
+                if version != versions[host]:
+                    versions[host] = version
+                    self.post_message(HostUpdated(snap))
+            # one redraw per tick: a tick's lines (one per GPU) arrive together, and are drawn together
+            deadline = time.monotonic() + min(self.redraw_every, 1.0)
+            while time.monotonic() < deadline and not worker.is_cancelled:
+                time.sleep(0.05)
+
+    @work(thread=True, exclusive=True, group="extras")
+    def _extras(self) -> None:
+        """Environment state and last verdict of every host, every EXTRAS_EVERY_S, each host in its own
+        daemon thread: a slow host delays nobody else, and never holds up quitting."""
+        worker = get_current_worker()
+        if not (self.services.env_state or self.services.last_verdict):
+            return
+        running: dict[str, threading.Thread] = {}
+        while not worker.is_cancelled:
+            for host in self.hosts:
+                if host in running and running[host].is_alive():
+                    continue  # the last round's call for this host is still out
+                running[host] = threading.Thread(target=self._extras_of, args=(host,), daemon=True)
+                running[host].start()
+            deadline = time.monotonic() + EXTRAS_EVERY_S
+            while time.monotonic() < deadline and not worker.is_cancelled:
+                time.sleep(0.2)
+
+    def _extras_of(self, host: str) -> None:
+        env_state = verdict = None
+        try:
+            if self.services.env_state:
+                env_state = self.services.env_state(host)
+            if self.services.last_verdict:
+                verdict = self.services.last_verdict(host)
+        except DevenvError as e:
+            env_state = f"unknown ({e.message})"
+        self.post_message(ExtrasUpdated(host, HostExtras(env_state, verdict)))
+
+    @staticmethod
+    def _wait_for(target: Callable[[], None]) -> None:
+        """Run target in a daemon thread and wait for it while this worker is not cancelled: a call stuck on
+        a slow host (a sanity run, `logs -f` with nothing to say) never holds up quitting."""
+        worker = get_current_worker()
+        thread = threading.Thread(target=target, daemon=True)
+        thread.start()
+        while thread.is_alive() and not worker.is_cancelled:
+            thread.join(0.2)
+
+    def follow_logs(self, host: str) -> None:
+        """Point the logs pane at host (the previous host's follower is cancelled)."""
+        self.logs_host = host
+        log = self.query_one("#logs", RichLog)
+        log.clear()
+        log.border_title = f"logs · {host}"
+        self._logs_worker(host)
+
+    @work(thread=True, exclusive=True, group="logs")
+    def _logs_worker(self, host: str) -> None:
+        worker = get_current_worker()
+        if self.services.follow_logs is None:
+            self.post_message(LogLine(host, "following logs is not available yet (no provisioning service)"))
+            return
+        follow_logs = self.services.follow_logs
+
+        def follow() -> None:
+            lines = None
+            try:
+                lines = follow_logs(host)
+                for line in lines:
+                    if worker.is_cancelled:
+                        break
+                    self.post_message(LogLine(host, line))
+            except DevenvError as e:
+                self.post_message(LogLine(host, f"[logs stopped: {e.message}]"))
+            finally:
+                close = getattr(lines, "close", None)
+                if close:
+                    close()  # ends the remote `logs -f`
+        self._wait_for(follow)
+
+    def _run_action(self, host: str, action: str, call: Callable[[str], str]) -> None:
+        def job() -> None:
+            try:
+                text = call(host)
+                self.post_message(ActionFinished(host, action, True, text))
+            except DevenvError as e:
+                self.post_message(ActionFinished(host, action, False,
+                                                 e.message + (f"\nHint: {e.hint}" if e.hint else "")))
+        self.run_worker(lambda: self._wait_for(job), thread=True, exclusive=True, group=f"{action}:{host}",
+                        name=f"{action} {host}")
+
+    # --- message handlers -----------------------------------------------------------------------------------
+
+    def on_host_updated(self, message: HostUpdated) -> None:
+        panel = self.panel(message.snapshot.host)
+        if panel is None:
+            return
+        changed = panel.snapshot.state != message.snapshot.state
+        panel.snapshot = message.snapshot
+        if changed or self._on_screen(panel):  # off-screen panels catch up when scrolled into view
+            panel.redraw(self.clock())
+
+    def _on_screen(self, panel: HostPanel) -> bool:
+        if not panel.display:
+            return False
+        scroll = self.query_one("#hosts")
+        top = scroll.scroll_offset.y
+        region = panel.virtual_region
+        return region.y < top + scroll.size.height and region.y + region.height > top
+
+    def on_extras_updated(self, message: ExtrasUpdated) -> None:
+        panel = self.panel(message.host)
+        if panel is None:
+            return
+        panel.extras = message.extras
+        panel.redraw(self.clock())
+
+    def on_log_line(self, message: LogLine) -> None:
+        if message.host == self.logs_host:
+            self.query_one("#logs", RichLog).write(message.line)
+
+    def on_action_finished(self, message: ActionFinished) -> None:
+        panel = self.panel(message.host)
+        if message.action == "sanity":
+            if isinstance(self.screen, SanityScreen) and self.screen.host == message.host:
+                self.screen.finished(message.ok, message.text)
+            if panel is not None and message.ok:
+                panel.extras = HostExtras(panel.extras.env_state, message.text.splitlines()[0])
+                panel.redraw(self.clock())
+        title = f"{message.action} on {message.host}"
+        self.notify(message.text, title=title, severity="information" if message.ok else "error",
+                    timeout=30 if message.action == "jupyter" else 8, markup=False)
+
+    def on_sanity_progress(self, message: SanityProgress) -> None:
+        if isinstance(self.screen, SanityScreen) and self.screen.host == message.host:
+            self.screen.progress(message.text, message.fraction)
+
+    def on_host_panel_selected(self, message: HostPanel.Selected) -> None:
+        self.selected = message.host
+        if message.host != self.logs_host:
+            self.follow_logs(message.host)
+
+    def _redraw_all(self) -> None:
+        """Keep ages ("sample 3 s ago") true on panels that no update redrew in the last period."""
+        now, fresh = self.clock(), time.monotonic() - self.redraw_every * 0.9
+        for panel in self.panels():
+            if panel.drawn_at < fresh and self._on_screen(panel):
+                panel.redraw(now)
+
+    # --- keys -----------------------------------------------------------------------------------------------
+
+    def _target(self) -> str | None:
+        if self.selected is None:
+            self.notify("no host selected", severity="warning")
+        return self.selected
+
+    def _missing(self, what: str) -> None:
+        self.notify(f"{what} is not available yet in this build", title="not available", severity="warning")
+
+    def action_jupyter(self) -> None:
+        host = self._target()
+        if host is None:
+            return
+        if self.services.open_jupyter is None:
+            return self._missing("Jupyter (tunnel + URL)")
+        self.notify(f"opening a tunnel to Jupyter on {host}…", timeout=3)
+        self._run_action(host, "jupyter", self.services.open_jupyter)
+
+    def action_sanity(self) -> None:
+        host = self._target()
+        if host is None:
+            return
+        if self.services.run_sanity is None:
+            return self._missing("The sanity suite")
+        run = self.services.run_sanity
+
+        def sanity(h: str) -> str:
+            return run(h, lambda text, fraction=None: self.post_message(SanityProgress(h, text, fraction)))
+        self.push_screen(SanityScreen(host))
+        self._run_action(host, "sanity", sanity)
+
+    def _confirm_then(self, action: str, question: str, call: Callable[[str], str] | None) -> None:
+        host = self._target()
+        if host is None:
+            return
+        if call is None:
+            return self._missing(f"`{action}`")
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self.notify(f"{action} on {host}…", timeout=3)
+                self._run_action(host, action, call)
+        self.push_screen(ConfirmScreen(question.format(host=host)), answered)
+
+    def action_up(self) -> None:
+        self._confirm_then("up", "Start the environment on {host}?", self.services.up)
+
+    def action_down(self) -> None:
+        self._confirm_then("down", "Stop and remove the environment on {host}? (the workspace volume is kept)",
+                           self.services.down)
+
+    def action_help(self) -> None:
+        self.push_screen(HelpScreen())
+
+    def action_filter(self) -> None:
+        box = self.query_one("#filter", Input)
+        box.display = True
+        box.focus()
+
+    def action_clear_filter(self) -> None:
+        box = self.query_one("#filter", Input)
+        box.value = ""
+        box.display = False
+        self._apply_filter("")
+        self._focus_first_visible()
+
+    @on(Input.Changed, "#filter")
+    def filter_changed(self, event: Input.Changed) -> None:
+        self._apply_filter(event.value)
+
+    @on(Input.Submitted, "#filter")
+    def filter_submitted(self, event: Input.Submitted) -> None:
+        event.input.display = False
+        self._focus_first_visible()
+
+    def _apply_filter(self, text: str) -> None:
+        self.filter_text = text.strip()
+        needle = self.filter_text.lower()
+        for panel in self.panels():
+            panel.display = needle in panel.host.lower()
+        self.query_one("#no-match").display = not any(p.display for p in self.panels())
+        self._update_subtitle()
+
+    def _focus_first_visible(self) -> None:
+        visible = [p for p in self.panels() if p.display]
+        if visible:
+            visible[0].focus()
+            self.selected = visible[0].host
+
+
+def create_monitor_app(hosts: list[str], sampler_factory: Callable[[str], Sampler],
+                       services: MonitorServices | None = None, *, clock: Callable[[], float] = time.time,
+                       redraw_every: float = 1.0) -> MonitorApp:
+    """The monitor app for these hosts. sampler_factory(host) -> a sampler that is not started yet."""
+    return MonitorApp(hosts, sampler_factory, services, clock=clock, redraw_every=redraw_every)

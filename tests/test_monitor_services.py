@@ -1,0 +1,55 @@
+"""The monitor keys' wiring to real services (devenv/cli/monitor_services.py): the last saved sanity verdict,
+and `s` running the real sanity program on the bundled `local` host (torch here is a CPU build, so the run
+runs the CPU smoke and its verdict says that no GPU was proven)."""
+
+from __future__ import annotations
+
+import pytest
+
+from devenv import profiles
+from devenv.cli.monitor_services import _sanity_progress, services_for
+from devenv.remote.pool import close_all
+from devenv.sanity.verdict import Check, Verdict
+from devenv.services import sanity_history
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.fixture(autouse=True)
+def fresh_pool():
+    yield
+    close_all()
+
+
+def test_last_verdict_reads_the_saved_sanity_history():
+    services = services_for({"local": profiles.load_host("local")})
+    assert services.last_verdict("local") is None
+    verdict = Verdict(status="warn", summary="slow matmul", gpu_proven=True, sku="h200", gpu_name="NVIDIA H200")
+    sanity_history.save_report("local", {"suite": "quick"}, verdict, suite="quick")
+    assert services.last_verdict("local").startswith("WARN (20")
+    assert all((services.env_state, services.up, services.down, services.open_jupyter, services.follow_logs,
+                services.run_sanity, services.close)), "every key is wired"
+
+
+def test_sanity_progress_lines():
+    seen = []
+    progress = lambda text, fraction: seen.append((text, fraction))  # noqa: E731
+    _sanity_progress({"event": "start"}, progress)
+    _sanity_progress({"event": "progress", "step": "matmul", "i": 1, "n": 4, "msg": "bf16 8192"}, progress)
+    checks = [Check(name="matmul bf16: rate", status="fail"), Check(name="matmul bf16: accuracy", status="pass"),
+              Check(name="matmul bf16: repeatable", status="pass")]
+    _sanity_progress({"event": "result", "check": "matmul_bf16", "checks": checks}, progress)
+    _sanity_progress({"event": "report"}, progress)
+    assert seen == [("started", 0.0), ("matmul: bf16 8192", 0.25),
+                    ("  matmul_bf16: 1 fail, 2 pass (matmul bf16: rate)", None)]
+
+
+def test_s_runs_the_real_sanity_program_with_live_progress():
+    """torch here is a CPU build: the real program runs its CPU smoke and the verdict says no GPU was proven."""
+    services = services_for({"local": profiles.load_host("local")})
+    seen = []
+    verdict = services.run_sanity("local", lambda text, fraction: seen.append((text, fraction)))
+    assert verdict.startswith("NO-GPU: ") and "nothing about a GPU was proven" in verdict
+    assert seen[0] == ("started", 0.0) and seen[-2][1] == 1.0, "progress reaches the last step"
+    assert any(text.startswith("  matmul_fp32: ") for text, _ in seen)
+    assert services.last_verdict("local").startswith("NO-GPU (20"), "the run is saved like `devenv sanity` does"
