@@ -13,6 +13,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Iterable
 
 from devenv.nvsmi import NA_VALUES, parse_csv, query_command
+from devenv.nvsmi import to_float as _float
+from devenv.nvsmi import to_int as _int
 
 # What one streamed line carries (order matters: it is the CSV column order).
 GPU_FIELDS = (
@@ -72,24 +74,6 @@ def decode_throttle(mask: int | None) -> tuple[str, ...] | None:
     if unknown:
         words.append(f"0x{unknown:x}")
     return tuple(words)
-
-
-def _int(value: str | None) -> int | None:
-    if value is None:
-        return None
-    try:
-        return int(float(value))
-    except ValueError:
-        return None
-
-
-def _float(value: str | None) -> float | None:
-    if value is None:
-        return None
-    try:
-        return float(value)
-    except ValueError:
-        return None
 
 
 def _mask(value: str | None) -> int | None:
