@@ -58,3 +58,7 @@ from devenv.cli import status_cmd  # noqa: E402,F401
 from devenv.cli import logs_cmd  # noqa: E402,F401
 from devenv.cli import exec_cmd  # noqa: E402,F401
 from devenv.cli import image_cmd  # noqa: E402,F401
+from devenv.cli import ssh_cmd  # noqa: E402,F401
+from devenv.cli import jupyter_cmd  # noqa: E402,F401
+from devenv.cli import tunnel_cmd  # noqa: E402,F401
+from devenv.cli import sanity_cmd  # noqa: E402,F401

@@ -142,12 +142,14 @@ class ParamikoTunnel:
                 client, peer = listener.accept()
             except OSError:
                 return
+            client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # small requests: no Nagle delay
             threading.Thread(target=self._serve, args=(client, peer, f), daemon=True).start()
 
     def _serve(self, client: socket.socket, peer, f: Forward) -> None:
         try:
-            channel = transport_of(self.conn).open_channel("direct-tcpip", (f.remote_host, f.remote_port), peer,
-                                                           timeout=15)
+            transport = transport_of(self.conn)
+            no_delay(transport.sock)
+            channel = transport.open_channel("direct-tcpip", (f.remote_host, f.remote_port), peer, timeout=15)
         except Exception:  # the remote end refused or the connection is gone: drop this client only
             client.close()
             return
@@ -174,6 +176,15 @@ def open_tunnel(host: HostProfile, conn: Connection, forwards: list[Forward], pr
     if choice == "openssh":
         raise DevenvError("DEVENV_TUNNEL=openssh but `ssh` is not installed", "install openssh-client")
     return ParamikoTunnel(conn, forwards)
+
+
+def no_delay(sock) -> None:
+    """TCP_NODELAY on the SSH connection's socket (as OpenSSH sets it): without it a channel open followed by
+    a small request waits for the peer's delayed ACK (~40 ms a request). A jump-host channel has no option."""
+    try:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    except (AttributeError, OSError):
+        pass
 
 
 def _die_with_parent() -> None:

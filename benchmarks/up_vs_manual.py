@@ -1,0 +1,170 @@
+#!/usr/bin/env python3
+"""Benchmark: `devenv up` (image present) against doing the same by hand, and a re-`up`, on the test host.
+
+Each timing runs from the command's start until a Jupyter URL on THIS machine answers an authenticated
+request (/api/status with the token): what the user waits for.
+  devenv up     `devenv up testbox --env E`: check, volume, container (labels, secrets put in, GPUs/ulimits/
+                shm as profiled), wait for Jupyter and sshd, tunnel, URL. The container is removed between runs.
+  devenv re-up  the same command again with the environment running: reattach + tunnel.
+  manual        what a careful user types (one ssh login per step): `docker run -d` with the ports on the host's
+                loopback and the token file mounted, `docker exec -d ... sshd`, a single ssh running a curl loop
+                until Jupyter answers, then `ssh -N -L` and wait for the local port.
+Same image, same host, same Jupyter; medians of --runs.
+
+    source .testhost/env && python3 benchmarks/up_vs_manual.py [--runs 3] [--image devenv-test/pytorch:slim]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import secrets
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+import urllib.request
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from devenv import openssh, profiles  # noqa: E402
+from devenv.remote.tunnels import free_port  # noqa: E402
+
+ENV_NAME = "bench-up"
+
+
+def answers(url: str, token: str) -> bool:
+    try:
+        req = urllib.request.Request(url, headers={"Authorization": f"token {token}"})
+        with urllib.request.urlopen(req, timeout=2) as resp:
+            return resp.status == 200
+    except OSError:
+        return False
+
+
+def wait_answering(url: str, token: str, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while not answers(url, token):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{url} did not answer within {timeout} s")
+        time.sleep(0.05)
+
+
+def devenv_up(environ: dict) -> float:
+    """Seconds from `devenv up` to an answering URL; the process (holding the tunnel) is then stopped."""
+    started = time.monotonic()
+    proc = subprocess.Popen([sys.executable, "-m", "devenv", "up", "testbox", "--env", ENV_NAME],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environ, cwd=REPO)
+    try:
+        url = None
+        for line in proc.stdout:
+            if "Jupyter" in line and "token=" in line:
+                url = line.split()[-1]
+                break
+        if url is None:
+            raise RuntimeError(f"devenv up printed no URL: {proc.stderr.read()}")
+        base, token = url.split("/lab?token=")
+        wait_answering(base + "/api/status", token)
+        return time.monotonic() - started
+    finally:
+        proc.terminate()
+        proc.wait(30)
+
+
+def manual_up(host, image: str) -> float:
+    """The same by hand; seconds to an answering URL. Cleans up after itself."""
+    ssh = ["ssh", *openssh.host_options(host)[:-1]]
+    dest = openssh.host_options(host)[-1]
+    name = f"bench-manual-{secrets.token_hex(3)}"
+    token = secrets.token_hex(24)
+    token_file = Path(tempfile.mkdtemp()) / "token"
+    token_file.write_text(token)
+    token_file.chmod(0o644)
+    jport, sport, lport = free_port(), free_port(), free_port()
+    tunnel = None
+    started = time.monotonic()
+    try:
+        subprocess.run([*ssh, dest, f"docker run -d --name {name} --init -p 127.0.0.1:{jport}:8888 "
+                        f"-p 127.0.0.1:{sport}:22 -v {name}-ws:/workspace --shm-size 1g "
+                        f"-v {token_file}:/etc/devenv/jupyter_token:ro -e DEVENV_SSHD=0 {image}"],
+                       check=True, capture_output=True)
+        subprocess.run([*ssh, dest, f"docker exec -d {name} sh -c 'ssh-keygen -A; mkdir -p /run/sshd; "
+                        f"/usr/sbin/sshd'"], check=True, capture_output=True)
+        subprocess.run([*ssh, dest, f"until curl -sf -o /dev/null http://127.0.0.1:{jport}/api; do sleep 0.2; done"],
+                       check=True, capture_output=True, timeout=120)
+        tunnel = subprocess.Popen([*ssh, "-N", "-o", "ExitOnForwardFailure=yes",
+                                   "-L", f"127.0.0.1:{lport}:127.0.0.1:{jport}", dest],
+                                  stdin=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_answering(f"http://127.0.0.1:{lport}/api/status", token)
+        return time.monotonic() - started
+    finally:
+        if tunnel:
+            tunnel.terminate()
+            tunnel.wait()
+        subprocess.run(["docker", "rm", "-f", name], capture_output=True)
+        subprocess.run(["docker", "volume", "rm", "-f", f"{name}-ws"], capture_output=True)
+        shutil.rmtree(token_file.parent, ignore_errors=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--image", default="devenv-test/pytorch:slim")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    if not os.environ.get("DEVENV_SSH_CONFIG"):
+        sys.exit("source .testhost/env first")
+    if subprocess.run(["docker", "image", "inspect", args.image], capture_output=True).returncode != 0:
+        sys.exit(f"image {args.image} is not on the test host: run the integration tests, or "
+                 f"`devenv image build testbox --env <an env with image: {args.image}>`")
+    home = Path(tempfile.mkdtemp(prefix="bench-home-"))
+    shutil.copytree(os.environ["DEVENV_HOME"], home, dirs_exist_ok=True)
+    (home / "profiles" / "envs").mkdir(parents=True, exist_ok=True)
+    (home / "profiles" / "envs" / f"{ENV_NAME}.yaml").write_text(textwrap.dedent(f"""\
+        image: {args.image}
+        ports: {{jupyter: {free_port()}, ssh: {free_port()}}}
+        shm_size: 1g
+        gpus: none
+        """))
+    environ = {**os.environ, "DEVENV_HOME": str(home), "DEVENV_OWNER": "bench"}
+    host = profiles.load_host("testbox")
+
+    def down():
+        subprocess.run([sys.executable, "-m", "devenv", "down", "testbox", "--env", ENV_NAME, "--purge", "--yes"],
+                       env=environ, cwd=REPO, capture_output=True)
+
+    times: dict[str, list[float]] = {"devenv up": [], "devenv re-up": [], "manual": []}
+    try:
+        devenv_up(environ)  # warm-up: the volume, the laptop key, learned host facts, page cache
+        down()
+        for _ in range(args.runs):
+            times["manual"].append(manual_up(host, args.image))
+            times["devenv up"].append(devenv_up(environ))
+            times["devenv re-up"].append(devenv_up(environ))
+            down()
+    finally:
+        down()
+        shutil.rmtree(home, ignore_errors=True)
+    rows = {k: {"median_s": round(statistics.median(v), 2), "runs": [round(x, 2) for x in v]} for k, v in times.items()}
+    info = {"machine": f"{platform.machine()}, {os.cpu_count()} CPUs", "image": args.image, "runs": args.runs,
+            "results": rows}
+    if args.json:
+        print(json.dumps(info, indent=2))
+        return
+    print(f"{info['machine']}, image {args.image}, {args.runs} runs (medians)")
+    print("| way | seconds to an answering Jupyter URL here | runs |")
+    print("|---|---|---|")
+    for way, row in rows.items():
+        print(f"| {way} | {row['median_s']} | {', '.join(map(str, row['runs']))} |")
+
+
+if __name__ == "__main__":
+    main()

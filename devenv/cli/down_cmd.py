@@ -1,0 +1,50 @@
+"""`devenv down HOST`: remove the environment's container; the workspace volume stays unless --purge."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from devenv import profiles
+from devenv.cli import main
+from devenv.cli.common import accept_new_host_option, connect, env_option, resolve_env
+from devenv.cli.envcommon import open_provisioner
+from devenv.cli.render import emit_json
+from devenv.errors import DevenvError
+
+
+@main.command()
+@click.argument("host")
+@env_option
+@accept_new_host_option
+@click.option("--purge", is_flag=True, help="Also delete the workspace volume (asks first).")
+@click.option("--yes", "-y", "assume_yes", is_flag=True, help="Do not ask before --purge deletes the workspace.")
+@click.option("--json", "as_json", is_flag=True, help="Print what was removed as JSON.")
+def down(host: str, env: str | None, accept_new_host: bool, purge: bool, assume_yes: bool, as_json: bool) -> None:
+    """Stop and remove the environment on HOST. The workspace is kept for the next `up` unless --purge."""
+    host_profile = profiles.load_host(host)
+    env_profile = resolve_env(host_profile, env)
+    conn = connect(host_profile, accept_new_host)
+    with open_provisioner(host_profile, conn, with_key=False) as (prov, _):
+        if purge and not assume_yes:
+            volumes = prov.volumes(env_profile.name)
+            if volumes:
+                if not sys.stdin.isatty():
+                    raise DevenvError(f"--purge would delete {', '.join(volumes)} on {host} and cannot ask here",
+                                      "add --yes to delete the workspace without asking")
+                click.confirm(f"Delete {', '.join(volumes)} on {host}, with every file in it?", abort=True,
+                              err=True)
+        removed = prov.down(env_profile.name, purge=purge)
+    if as_json:
+        emit_json({"host": host, "env": env_profile.name, **removed})
+        return
+    if not removed["containers"] and not removed["volumes"]:
+        click.echo(f"No environment '{env_profile.name}' on {host}: nothing to remove.")
+        return
+    for name in removed["containers"]:
+        click.echo(f"Removed container {name} on {host}.")
+    for name in removed["volumes"]:
+        click.echo(f"Deleted volume {name} on {host}.")
+    if not purge:
+        click.echo(f"The workspace is kept; `devenv up {host}` brings the environment back with it.")

@@ -1,0 +1,60 @@
+"""`devenv image build HOST`: build the environment's image on HOST, through the Docker API over SSH."""
+
+from __future__ import annotations
+
+import click
+
+from devenv import profiles
+from devenv.cli import main
+from devenv.cli.common import accept_new_host_option, connect, env_option, resolve_env
+from devenv.cli.envcommon import build_input_options, open_runtime
+from devenv.cli.progress import ProgressPrinter
+from devenv.errors import DevenvError
+from devenv.image_context import BuildInputs
+from devenv.services import images
+
+
+@main.group()
+def image() -> None:
+    """Environment images on hosts."""
+
+
+@image.command("build")
+@click.argument("host")
+@env_option
+@accept_new_host_option
+@build_input_options
+@click.option("--quiet", "-q", is_flag=True, help="Print only the steps, not every line of their output.")
+def build(host: str, env: str | None, accept_new_host: bool, ca_bundle: str | None, wheelhouse: str | None,
+          offline: bool, quiet: bool) -> None:
+    """Build the environment's image on HOST from the bundled Dockerfile, with live progress.
+
+    Steps that did not change are reused from the host's build cache. A failing build names its step.
+    """
+    host_profile = profiles.load_host(host)
+    env_profile = resolve_env(host_profile, env)
+    if host_profile.runtime != "docker":
+        raise DevenvError(f"{host} uses runtime '{host_profile.runtime}': there is no image to build",
+                          "image build is for hosts with `runtime: docker`")
+    inputs = BuildInputs.from_options(ca_bundle, wheelhouse, offline)
+    conn = connect(host_profile, accept_new_host)
+    printer = ProgressPrinter(verbose=not quiet)
+    extras = [f"CA bundle {inputs.ca_bundle}"] if inputs.ca_bundle else []
+    if inputs.wheelhouse:
+        extras.append(f"{len(inputs.wheels())} wheels from {inputs.wheelhouse}")
+    printer.step(f"Building {env_profile.image} on {host}" + (f" with {', '.join(extras)}" if extras else ""))
+    with open_runtime(host_profile, conn) as runtime:
+        info = images.build_image(runtime, env_profile, inputs,
+                                  printer.progress if not quiet else _steps_only(printer))
+    printer._end_line()
+    torch_label = info.labels.get("org.devenv.torch") or "none"
+    cuda_label = info.labels.get("org.devenv.cuda") or "none (CPU)"
+    click.secho(f"Built {env_profile.image} ({info.id[:19]}, {info.size_bytes / 1e9:.2f} GB) on {host}: "
+                f"torch {torch_label}, CUDA {cuda_label}", fg="green")
+
+
+def _steps_only(printer: ProgressPrinter):
+    def show(event):
+        if event.text.startswith("Step "):
+            printer.progress(event)
+    return show

@@ -1,0 +1,29 @@
+"""`devenv logs HOST [-f]`: the environment's output (Jupyter and sshd), as the host keeps it."""
+
+from __future__ import annotations
+
+import click
+
+from devenv import profiles
+from devenv.cli import main
+from devenv.cli.common import accept_new_host_option, connect, env_option, resolve_env
+from devenv.cli.envcommon import open_provisioner
+
+
+@main.command()
+@click.argument("host")
+@env_option
+@accept_new_host_option
+@click.option("--follow", "-f", is_flag=True, help="Keep printing new lines until Ctrl-C.")
+@click.option("--tail", "-n", "tail", default="200", show_default=True, metavar="N",
+              help="Lines from the end to start with ('all' for everything).")
+def logs(host: str, env: str | None, accept_new_host: bool, follow: bool, tail: str) -> None:
+    """Print the environment's log on HOST (with -f, follow it)."""
+    if tail != "all" and not tail.isdigit():
+        raise click.BadParameter("give a number of lines or 'all'", param_hint="--tail")
+    host_profile = profiles.load_host(host)
+    env_profile = resolve_env(host_profile, env)
+    conn = connect(host_profile, accept_new_host)
+    with open_provisioner(host_profile, conn, with_key=False) as (prov, _):
+        for line in prov.logs(env_profile.name, tail=int(tail) if tail.isdigit() else "all", follow=follow):
+            click.echo(line)

@@ -1,0 +1,55 @@
+"""Live progress for long host work (pulls, builds, waits) on stderr, so stdout stays for results."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import click
+
+from devenv.envinfo import ProgressEvent
+
+
+class ProgressPrinter:
+    """Steps and build lines as they come; pull progress and waits as one rewritten line on a terminal."""
+
+    def __init__(self, verbose: bool = True):
+        self.verbose = verbose
+        self.tty = sys.stderr.isatty()
+        self._layers: dict[str, tuple[int, int]] = {}
+        self._last = 0.0
+        self._open = False      # a \r-rewritten line is on screen
+
+    def step(self, text: str) -> None:
+        self._end_line()
+        click.secho(f"==> {text}", err=True, bold=True)
+
+    def progress(self, event: ProgressEvent) -> None:
+        if event.layer and event.total:
+            self._layers[event.layer] = (event.current or 0, event.total)
+            now = time.monotonic()
+            if now - self._last >= (0.2 if self.tty else 5.0):
+                self._last = now
+                done = sum(c for c, _ in self._layers.values())
+                total = sum(t for _, t in self._layers.values())
+                self._rewrite(f"    {done / 1e6:8.1f} / {total / 1e6:.1f} MB in {len(self._layers)} layers")
+            return
+        if self.verbose and event.text:
+            self._end_line()
+            click.echo(f"    {event.text}", err=True)
+
+    def waiting(self, waited: float, probe) -> None:
+        down = ", ".join(line.split(" ")[0] for line in probe.text.splitlines() if " down" in line)
+        self._rewrite(f"    waiting {waited:5.1f} s ({down or 'starting'} not answering yet)")
+
+    def _rewrite(self, line: str) -> None:
+        if self.tty:
+            click.echo("\r" + line + "\033[K", err=True, nl=False)
+            self._open = True
+
+    def _end_line(self) -> None:
+        if self._open:
+            click.echo("", err=True)
+            self._open = False
+        self._layers.clear()
+        self._last = 0.0

@@ -1,0 +1,384 @@
+"""L1: the Docker operations environments need, as plain data in and out (no SDK type leaves this module).
+
+Every docker-py error becomes a DevenvError with a hint; a port that cannot be published becomes PortInUse
+so the service can pick a free one.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import tarfile
+import time
+from typing import Callable, Iterator
+
+import docker
+import docker.errors
+import requests
+from docker.types import DeviceRequest, Ulimit
+
+from devenv import envspec
+from devenv.envinfo import BuildFailed, ContainerInfo, ImageInfo, LimitRefused, PortInUse, ProgressEvent
+from devenv.errors import ConnectError, DevenvError
+from devenv.remote.base import Connection
+from devenv.runtimes import docker_api
+
+Progress = Callable[[ProgressEvent], None]
+# APIError is an OSError too (via requests' HTTPError): every handler catches APIError before these.
+_NETWORK_ERRORS = (requests.exceptions.ConnectionError, ConnectionError, EOFError, OSError)
+_PORT_TAKEN = re.compile(r"(?:Bind for [\d.]+:(\d+) failed: port is already allocated|"
+                         r"listen tcp4? [\d.]+:(\d+): bind: address already in use)")
+# The classic builder's bookkeeping lines: not what a user reads to see why a step failed.
+_BUILD_NOISE = re.compile(r"^\s*(---> |Removing intermediate container |Successfully built |Successfully tagged )")
+_RLIMIT_REFUSED = re.compile(r"error setting rlimit type (\d+)")
+# Linux RLIMIT_* numbers as runc reports them.
+_RLIMIT_NAMES = {3: "stack", 7: "nofile", 8: "memlock"}
+
+
+class DockerRuntime:
+    """Containers, images and volumes on one host's Docker daemon."""
+
+    kind = "docker"
+
+    def __init__(self, client: docker.DockerClient, host_name: str):
+        self.client = client
+        self.api = client.api
+        self.host = host_name
+
+    @classmethod
+    def connect(cls, conn: Connection, host_name: str, local: bool) -> "DockerRuntime":
+        return cls(docker_api.client_for(conn, local), host_name)
+
+    def close(self) -> None:
+        try:
+            self.api.close()
+        except Exception:  # closing pooled channels of a dead connection may raise; nothing to save
+            pass
+
+    # --- images --------------------------------------------------------------------------------------
+
+    def image(self, ref: str) -> ImageInfo | None:
+        try:
+            data = self._call(self.api.inspect_image, ref)
+        except docker.errors.ImageNotFound:
+            return None
+        return _image_info(ref, data)
+
+    def pull(self, ref: str, progress: Progress) -> ImageInfo:
+        repo, tag = _split_ref(ref)
+        try:
+            for event in self.api.pull(repo, tag=tag, stream=True, decode=True):
+                if "error" in event:
+                    raise DevenvError(f"cannot pull {ref} on {self.host}: {event['error']}",
+                                      "check the image name, the host's registry access (docker login) and its "
+                                      "network; or give the environment a build: section to build it there")
+                progress(_pull_event(event))
+        except docker.errors.NotFound as exc:
+            raise DevenvError(f"image {ref} not found in its registry: {_explain(exc)}",
+                              "check the image name and tag in the environment profile") from None
+        except docker.errors.APIError as exc:
+            raise DevenvError(f"cannot pull {ref} on {self.host}: {_explain(exc)}",
+                              "check the host's network and registry access, or build the image (devenv image "
+                              "build HOST)") from None
+        except _NETWORK_ERRORS as exc:
+            raise self._lost("pulling " + ref, exc) from None
+        info = self.image(ref)
+        if info is None:
+            raise DevenvError(f"pull of {ref} finished but the image is not on {self.host}", "run the command again")
+        return info
+
+    def build(self, context, dockerfile: str, tag: str, buildargs: dict[str, str], progress: Progress,
+              labels: dict[str, str] | None = None) -> ImageInfo:
+        """Build from a tar context (a file object) with the classic builder; BuildFailed names the step."""
+        step: str | None = None
+        tail: list[str] = []
+        image_id = None
+        try:
+            stream = self.api.build(fileobj=context, custom_context=True, dockerfile=dockerfile, tag=tag,
+                                    buildargs=buildargs, labels=labels, rm=True, forcerm=True, decode=True,
+                                    pull=False, timeout=None)
+            for event in stream:
+                if "error" in event:
+                    raise BuildFailed(step, event["error"], tail[-15:])
+                if "aux" in event and isinstance(event["aux"], dict) and "ID" in event["aux"]:
+                    image_id = event["aux"]["ID"]
+                text = event.get("stream") or event.get("status") or ""
+                for line in text.splitlines():
+                    line = line.rstrip()
+                    if not line or _BUILD_NOISE.match(line):
+                        continue
+                    if line.startswith("Step "):
+                        step = line
+                        tail = []
+                    else:
+                        tail.append(line)
+                    progress(ProgressEvent(line))
+        except docker.errors.APIError as exc:
+            raise BuildFailed(step, _explain(exc), tail[-15:]) from None
+        except _NETWORK_ERRORS as exc:
+            raise self._lost("building " + tag, exc) from None
+        info = self.image(tag)
+        if info is None or (image_id and info.id != image_id):
+            raise DevenvError(f"the build of {tag} ended without an image", "run `devenv image build` again")
+        return info
+
+    # --- volumes -------------------------------------------------------------------------------------
+
+    def ensure_volume(self, name: str, labels: dict[str, str]) -> bool:
+        """Create the volume unless it exists; True when it was created."""
+        if self.volume_exists(name):
+            return False
+        self._call(self.api.create_volume, name, labels=labels)
+        return True
+
+    def volume_exists(self, name: str) -> bool:
+        try:
+            self._call(self.api.inspect_volume, name)
+            return True
+        except docker.errors.NotFound:
+            return False
+
+    def remove_volume(self, name: str) -> bool:
+        try:
+            self._call(self.api.remove_volume, name)
+            return True
+        except docker.errors.NotFound:
+            return False
+
+    def list_volumes(self, label_filters: dict[str, str]) -> list[str]:
+        filters = {"label": [f"{k}={v}" for k, v in label_filters.items()]}
+        data = self._call(self.api.volumes, filters=filters)
+        return sorted(v["Name"] for v in (data or {}).get("Volumes") or [])
+
+    # --- containers ----------------------------------------------------------------------------------
+
+    def find(self, name_or_id: str) -> ContainerInfo | None:
+        try:
+            data = self._call(self.api.inspect_container, name_or_id)
+        except docker.errors.NotFound:
+            return None
+        return _container_info(data)
+
+    def list_managed(self, label_filters: dict[str, str]) -> list[ContainerInfo]:
+        filters = {"label": [f"{k}={v}" for k, v in label_filters.items()]}
+        summaries = self._call(self.api.containers, all=True, filters=filters)
+        found = []
+        for summary in summaries:
+            info = self.find(summary["Id"])  # inspect: ports, start time and exit code, which summaries lack
+            if info is not None:
+                found.append(info)
+        return sorted(found, key=lambda c: c.name)
+
+    def create(self, req: envspec.ContainerRequest) -> str:
+        host_config = self.api.create_host_config(
+            port_bindings={f"{cport}/tcp": ("127.0.0.1", hport) for cport, hport in req.ports.items()},
+            binds={vol: {"bind": path, "mode": "rw"} for vol, path in req.volumes.items()},
+            shm_size=req.shm_size,
+            ulimits=[Ulimit(name=n, soft=s, hard=h) for n, (s, h) in req.ulimits.items()],
+            device_requests=_device_requests(req.gpus),
+            init=True,  # docker-init reaps zombies and forwards signals for the entrypoint
+            restart_policy={"Name": "unless-stopped"},
+        )
+        try:
+            created = self._call(self.api.create_container, req.image, name=req.name, labels=req.labels,
+                                 environment=req.environment, hostname=req.hostname,
+                                 ports=[(p, "tcp") for p in req.ports], host_config=host_config, detach=True)
+        except docker.errors.ImageNotFound:
+            raise DevenvError(f"image {req.image} is not on {self.host}", "run `devenv up` again to pull or build it")
+        return created["Id"]
+
+    def put_files(self, container: str, files: list[tuple[str, bytes, int]]) -> None:
+        """Write (absolute path, data, mode) into a container, owned by root; works before the first start."""
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w") as tar:
+            for path, data, mode in files:
+                info = tarfile.TarInfo(path.lstrip("/"))
+                info.size, info.mode, info.mtime = len(data), mode, int(time.time())
+                tar.addfile(info, io.BytesIO(data))
+        self._call(self.api.put_archive, container, "/", buf.getvalue())
+
+    def read_file(self, container: str, path: str) -> bytes | None:
+        try:
+            stream, _stat = self._call(self.api.get_archive, container, path)
+            data = b"".join(stream)
+        except docker.errors.NotFound:
+            return None
+        with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+            member = tar.next()
+            extracted = tar.extractfile(member) if member is not None else None
+            return extracted.read() if extracted is not None else None
+
+    def start(self, container: str) -> None:
+        try:
+            self.api.start(container)
+        except docker.errors.APIError as exc:
+            text = _explain(exc)
+            match = _PORT_TAKEN.search(text)
+            if match or "address already in use" in text or "port is already allocated" in text:
+                port = int(next(g for g in match.groups() if g)) if match else None
+                raise PortInUse(port, text) from None
+            limit = _RLIMIT_REFUSED.search(text)
+            if limit and int(limit.group(1)) in _RLIMIT_NAMES:
+                raise LimitRefused(_RLIMIT_NAMES[int(limit.group(1))], text) from None
+            if "could not select device driver" in text:
+                raise DevenvError(f"Docker on {self.host} cannot give GPUs to containers: {text}",
+                                  "install nvidia-container-toolkit and run `sudo nvidia-ctk runtime configure "
+                                  "--runtime=docker && sudo systemctl restart docker` (see `devenv check`)") from None
+            raise DevenvError(f"cannot start the environment on {self.host}: {text}",
+                              "see `devenv logs HOST` for the container's output") from None
+        except _NETWORK_ERRORS as exc:
+            raise self._lost("starting the container", exc) from None
+
+    def stop(self, container: str, timeout: int = 10) -> None:
+        try:
+            self._call(self.api.stop, container, timeout=timeout)
+        except docker.errors.NotFound:
+            pass
+
+    def remove(self, container: str) -> None:
+        try:
+            self._call(self.api.remove_container, container, force=True, v=False)
+        except docker.errors.NotFound:
+            pass
+
+    def exec(self, container: str, argv: list[str]) -> tuple[int, str, str]:
+        """Run argv in a running container; (exit code, stdout, stderr)."""
+        try:
+            exec_id = self.api.exec_create(container, argv, stdout=True, stderr=True)["Id"]
+            out, err = self.api.exec_start(exec_id, demux=True)
+            code = self.api.exec_inspect(exec_id).get("ExitCode")
+        except docker.errors.APIError as exc:
+            raise DevenvError(f"cannot run {argv[0]} in the environment on {self.host}: {_explain(exc)}",
+                              "is the environment running? (devenv status HOST)") from None
+        except _NETWORK_ERRORS as exc:
+            raise self._lost(f"running {argv[0]}", exc) from None
+        return (code if code is not None else -1,
+                (out or b"").decode(errors="replace"), (err or b"").decode(errors="replace"))
+
+    def exec_stream(self, container: str, argv: list[str], tty: bool = False
+                    ) -> tuple[Iterator[tuple[bytes | None, bytes | None]], Callable[[], int]]:
+        """Start argv in the container; (chunks of (stdout, stderr), a function giving the exit code after)."""
+        try:
+            exec_id = self.api.exec_create(container, argv, stdout=True, stderr=True, tty=tty)["Id"]
+            chunks = self.api.exec_start(exec_id, stream=True, demux=not tty, tty=tty)
+        except docker.errors.APIError as exc:
+            raise DevenvError(f"cannot run {argv[0]} in the environment on {self.host}: {_explain(exc)}",
+                              "is the environment running? (devenv status HOST)") from None
+        except _NETWORK_ERRORS as exc:
+            raise self._lost(f"running {argv[0]}", exc) from None
+
+        def chunks_as_pairs():
+            for chunk in chunks:
+                yield (chunk, None) if tty else chunk
+
+        def exit_code() -> int:
+            code = self._call(self.api.exec_inspect, exec_id).get("ExitCode")
+            return code if code is not None else -1
+
+        return chunks_as_pairs(), exit_code
+
+    def logs(self, container: str, tail: int | str = 100, follow: bool = False) -> Iterator[str]:
+        """The container's output as lines (stdout and stderr interleaved, as `docker logs` shows them)."""
+        try:
+            if not follow:
+                data = self._call(self.api.logs, container, stdout=True, stderr=True, tail=tail, stream=False)
+                yield from data.decode(errors="replace").splitlines()
+                return
+            pending = b""
+            for chunk in self.api.logs(container, stdout=True, stderr=True, tail=tail, stream=True, follow=True):
+                pending += chunk
+                *lines, pending = pending.split(b"\n")
+                for line in lines:
+                    yield line.decode(errors="replace")
+            if pending:
+                yield pending.decode(errors="replace")
+        except docker.errors.NotFound:
+            raise DevenvError(f"the environment's container is gone from {self.host}",
+                              "see `devenv status HOST`; `devenv up HOST` makes it again") from None
+        except docker.errors.APIError as exc:
+            raise DevenvError(f"cannot read the logs on {self.host}: {_explain(exc)}", None) from None
+        except _NETWORK_ERRORS as exc:
+            raise self._lost("reading logs", exc) from None
+
+    # --- internals -----------------------------------------------------------------------------------
+
+    def _call(self, fn, *args, **kwargs):
+        """One API call: NotFound passes to the caller; other refusals and network failures become errors
+        the user can act on."""
+        try:
+            return fn(*args, **kwargs)
+        except docker.errors.NotFound:
+            raise
+        except docker.errors.APIError as exc:
+            what = getattr(fn, "__name__", "call").replace("_", " ")
+            raise DevenvError(f"Docker on {self.host} refused to {what}: {_explain(exc)}",
+                              "`devenv status HOST` shows what devenv made there") from None
+        except _NETWORK_ERRORS as exc:
+            raise self._lost(getattr(fn, "__name__", "a Docker call"), exc) from None
+
+    def _lost(self, what: str, exc: BaseException) -> ConnectError:
+        why = str(exc) or type(exc).__name__
+        return ConnectError(f"lost the Docker connection to {self.host} while {what}: {why}",
+                            "the SSH connection or the daemon went away; run the command again "
+                            "(devenv up finishes a half-made environment)")
+
+
+def _device_requests(gpus: str) -> list[DeviceRequest]:
+    if gpus == "none":
+        return []
+    caps = [list(envspec.GPU_CAPABILITIES)]
+    if gpus == "all":
+        return [DeviceRequest(count=-1, capabilities=caps)]
+    return [DeviceRequest(device_ids=gpus.split(","), capabilities=caps)]
+
+
+def _image_info(ref: str, data: dict) -> ImageInfo:
+    return ImageInfo(ref=ref, id=data.get("Id", ""), size_bytes=int(data.get("Size") or 0),
+                     labels=dict((data.get("Config") or {}).get("Labels") or {}))
+
+
+def _container_info(data: dict) -> ContainerInfo:
+    state = data.get("State") or {}
+    ports: dict[int, int] = {}
+    for key, bindings in ((data.get("NetworkSettings") or {}).get("Ports") or {}).items():
+        for binding in bindings or []:
+            if binding.get("HostPort"):
+                ports[int(key.split("/")[0])] = int(binding["HostPort"])
+                break
+    networks = (data.get("NetworkSettings") or {}).get("Networks") or {}
+    ip = next((n.get("IPAddress") for n in networks.values() if n.get("IPAddress")), "")
+    return ContainerInfo(
+        id=data["Id"],
+        name=data.get("Name", "").lstrip("/"),
+        state=state.get("Status", "unknown"),
+        labels=dict((data.get("Config") or {}).get("Labels") or {}),
+        image_id=data.get("Image", ""),
+        host_ports=ports,
+        created=data.get("Created", ""),
+        started_at=state.get("StartedAt", ""),
+        exit_code=state.get("ExitCode"),
+        restart_count=int(data.get("RestartCount") or 0),
+        ip=ip,
+    )
+
+
+def _pull_event(event: dict) -> ProgressEvent:
+    detail = event.get("progressDetail") or {}
+    text = " ".join(str(p) for p in (event.get("id"), event.get("status")) if p)
+    return ProgressEvent(text=text, layer=event.get("id"), current=detail.get("current"), total=detail.get("total"))
+
+
+def _split_ref(ref: str) -> tuple[str, str | None]:
+    """'repo:tag' / 'repo@sha256:..' / 'host:5000/repo' -> (repo, tag or digest)."""
+    if "@" in ref:
+        repo, digest = ref.split("@", 1)
+        return repo, digest
+    last = ref.rsplit("/", 1)[-1]
+    if ":" in last:
+        repo, tag = ref.rsplit(":", 1)
+        return repo, tag
+    return ref, "latest"
+
+
+def _explain(exc: docker.errors.APIError) -> str:
+    return str(getattr(exc, "explanation", None) or exc).strip()

@@ -1,0 +1,184 @@
+"""`up`, `down`, `status` for hosts without Docker (L2): Jupyter run detached by the host's python.
+
+Same decisions as for containers (provision.py), read from the host's state.json instead of labels:
+  nothing, or a dead Jupyter           -> check, then start it (the token is reused if the host has one)
+  alive, same spec                     -> reattach
+  alive, different spec                -> diff, confirm, restart
+There is no second sshd: `devenv ssh` goes to the host itself. The runtime is a HostRuntime, passed in.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+from devenv import __version__, envspec, envstate
+from devenv.envinfo import EnvStatus
+from devenv.errors import DevenvError
+from devenv.profiles import EnvProfile, HostProfile
+from devenv.services import jupyter
+from devenv.services.provision import PreflightFailed, UpEvents, UpOptions, UpResult
+
+
+class HostProvisioner:
+    def __init__(self, runtime, host: HostProfile, owner: str | None = None):
+        self.runtime = runtime
+        self.host = host
+        self.owner = owner or envspec.owner()
+
+    def key(self, env_name: str) -> str:
+        return f"{self.owner}-{env_name}"
+
+    def spec(self, env: EnvProfile) -> dict:
+        return {"env": env.name, "runtime": "host", "python": self.host.python,
+                "port": env.ports.get("jupyter", envspec.CONTAINER_PORTS["jupyter"]), "jupyter": env.jupyter}
+
+    # --- up ----------------------------------------------------------------------------------------------
+
+    def up(self, env: EnvProfile, public_key: str = "", key_fingerprint: str = "", *,
+           events: UpEvents | None = None, options: UpOptions | None = None,
+           preflight: Callable[[], object] | None = None) -> UpResult:
+        events = events or UpEvents()
+        options = options or UpOptions()
+        started = time.monotonic()
+        if not env.jupyter:
+            raise DevenvError(f"environment '{env.name}' runs no Jupyter: on a `runtime: host` host there is "
+                              f"nothing to start", f"use `devenv ssh {self.host.name}` to work on the host")
+        key = self.key(env.name)
+        spec = self.spec(env)
+        current = self.runtime.state(key)
+        if current and current.get("alive") and current.get("spec_hash") == envspec.spec_hash(spec):
+            token = self._token(env, key)
+            self._wait(current, options, events)
+            return self._result(env, current, "reattached", token, started)
+
+        if preflight is not None:
+            events.step(f"Checking {self.host.name}")
+            report = preflight()
+            if not report.ok:
+                raise PreflightFailed(report)
+        facts = self.runtime.python_facts()
+        if not facts.get("jupyterlab"):
+            raise DevenvError(f"{self.host.python} on {self.host.name} (python {facts.get('python')}) has no "
+                              f"JupyterLab", f"install it there: {self.host.python} -m pip install jupyterlab")
+
+        action = "created"
+        if current and current.get("alive"):
+            diff = envspec.diff_specs(current.get("spec"), spec)
+            question = f"Jupyter for '{env.name}' on {self.host.name} runs with another spec. Restart it?"
+            if not (options.assume_yes or events.confirm(question, diff)):
+                raise DevenvError(f"the environment '{env.name}' differs from its profile and was left as it is:\n  "
+                                  + "\n  ".join(diff), "run `devenv up --yes` to restart it")
+            events.step(f"Stopping Jupyter for '{env.name}'")
+            self.runtime.stop(current)
+            action = "recreated"
+        elif current:
+            action = "started"  # it ran before (a reboot, a crash, an interrupted up): start it again
+
+        token = (self.runtime.read_token(key) if current else None) or jupyter.new_token()
+        self.runtime.prepare(key, token)
+        events.step(f"Starting Jupyter with {self.host.python} on {self.host.name}'s loopback")
+        state = {"env": env.name, "owner": self.owner, "host": self.host.name, "runtime": "host",
+                 "spec": spec, "spec_hash": envspec.spec_hash(spec), "python": self.host.python,
+                 "version": __version__}
+        launched = self.runtime.launch(key, env.name, spec["port"], state)
+        launched["alive"] = True
+        envstate.update(self.host.name, env.name, container=str(launched["pid"]), token=token,
+                        ports={"jupyter": launched["port"]})
+        self._wait(launched, options, events)
+        result = self._result(env, launched, action, token, started)
+        if launched["port"] != spec["port"]:
+            result.notes.append(f"127.0.0.1:{spec['port']} is taken on {self.host.name}; "
+                                f"Jupyter listens on {launched['port']} instead")
+        return result
+
+    def _wait(self, state: dict, options: UpOptions, events: UpEvents) -> float:
+        port = state["port"]
+        key = state.get("dir", "").rsplit("/", 1)[-1] or self.key(state["env"])
+
+        def probe() -> jupyter.Probe:
+            alive = self.runtime.state(key)
+            if not alive or not alive.get("alive"):
+                return jupyter.Probe(False, "", stopped="Jupyter exited")
+            ok, text = self.runtime.probe(port)
+            return jupyter.Probe(ok, text)
+
+        events.step(f"Waiting for jupyter (at most {options.ready_timeout:.0f} s)")
+        return jupyter.wait_ready(probe, lambda: list(self.runtime.logs(key, tail=30)), host=self.host.name,
+                                  timeout=options.ready_timeout, on_wait=events.waiting)
+
+    def _token(self, env: EnvProfile, key: str) -> str | None:
+        cached = envstate.load(self.host.name, env.name)
+        return cached.get("token") or self.runtime.read_token(key)
+
+    def _result(self, env: EnvProfile, state: dict, action: str, token: str | None, started: float) -> UpResult:
+        status = _status(state, self.host.name)
+        envstate.update(self.host.name, env.name, token=token, ports=status.ports, container=status.container)
+        return UpResult(status, action, token, None, "present", time.monotonic() - started)
+
+    # --- the rest of the lifecycle ---------------------------------------------------------------------
+
+    def status(self, all_owners: bool = True) -> list[EnvStatus]:
+        states = self.runtime.list_states()
+        return [_status(s, self.host.name) for s in states if all_owners or s.get("owner") == self.owner]
+
+    def find(self, env_name: str) -> EnvStatus | None:
+        state = self.runtime.state(self.key(env_name))
+        return _status(state, self.host.name) if state else None
+
+    def volumes(self, env_name: str) -> list[str]:
+        return [self.runtime.workspace(env_name)]
+
+    def down(self, env_name: str, purge: bool = False) -> dict[str, list[str]]:
+        removed: dict[str, list[str]] = {"containers": [], "volumes": []}
+        state = self.runtime.state(self.key(env_name))
+        if state:
+            self.runtime.stop(state)
+            removed["containers"].append(f"jupyter (pid {state.get('pid')})")
+        if state or purge:
+            gone = self.runtime.remove(self.key(env_name), env_name, purge)
+            if purge:
+                removed["volumes"].extend(gone[1:])
+        envstate.forget(self.host.name, env_name)
+        return removed
+
+    def jupyter_access(self, env_name: str) -> tuple[EnvStatus, str]:
+        current = self.find(env_name)
+        if current is None or not current.running:
+            raise DevenvError(f"Jupyter for '{env_name}' on {self.host.name} is not running",
+                              f"start it with `devenv up {self.host.name} --env {env_name}`")
+        token = self._token_for(env_name)
+        return current, token
+
+    def _token_for(self, env_name: str) -> str:
+        token = self.runtime.read_token(self.key(env_name))
+        if not token:
+            raise DevenvError(f"no Jupyter token for '{env_name}' on {self.host.name}",
+                              f"restart it: `devenv down {self.host.name}` then `devenv up {self.host.name}`")
+        return token
+
+    def ssh_target(self, env_name: str):
+        raise DevenvError(f"{self.host.name} runs environments on the host itself (runtime: host): there is no "
+                          "separate sshd", f"use `ssh` to the host as you do now; Jupyter's files are in "
+                          f"{self.runtime.workspace(env_name)}")
+
+    def logs(self, env_name: str, tail: int | str = 200, follow: bool = False):
+        if self.find(env_name) is None:
+            raise DevenvError(f"no environment '{env_name}' on {self.host.name}",
+                              f"start it: devenv up {self.host.name}")
+        return self.runtime.logs(self.key(env_name), tail=tail, follow=follow)
+
+    def exec(self, env_name: str, argv: list[str]):
+        code, out, err = self.runtime.exec(env_name, argv)
+        return iter([(out.encode(), err.encode())]), (lambda: code)
+
+
+def _status(state: dict, host: str) -> EnvStatus:
+    alive = bool(state.get("alive"))
+    return EnvStatus(
+        host=host, env=state.get("env", "?"), owner=state.get("owner", "?"), runtime="host",
+        state="running" if alive else "exited", spec_hash=state.get("spec_hash"), spec=state.get("spec"),
+        ports={"jupyter": state["port"]} if alive and state.get("port") else {},
+        container=str(state.get("pid")) if state.get("pid") else None, name=f"jupyter {state.get('env', '')}",
+        started_at=state.get("started_at", ""), detail="" if alive else "Jupyter is not running",
+    )

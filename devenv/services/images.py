@@ -1,0 +1,35 @@
+"""An environment's image on a host (L2): use it if present, else build it there (build: section) or pull it."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from devenv import image_context
+from devenv.envinfo import ImageInfo, ProgressEvent
+from devenv.image_context import BuildInputs
+from devenv.profiles import EnvProfile
+
+Progress = Callable[[ProgressEvent], None]
+
+
+def ensure_image(runtime, env: EnvProfile, inputs: BuildInputs, progress: Progress,
+                 step: Callable[[str], None] = lambda text: None) -> tuple[ImageInfo, str]:
+    """(the image, how it got there: "present" | "built" | "pulled")."""
+    info = runtime.image(env.image)
+    if info is not None:
+        return info, "present"
+    if env.build is not None:
+        step(f"Building {env.image} on {runtime.host} (first time: several minutes; later builds reuse steps)")
+        return build_image(runtime, env, inputs, progress), "built"
+    step(f"Pulling {env.image} on {runtime.host}")
+    return runtime.pull(env.image, progress), "pulled"
+
+
+def build_image(runtime, env: EnvProfile, inputs: BuildInputs, progress: Progress) -> ImageInfo:
+    """Build env.image on the host from the bundled Dockerfile; BuildFailed names the failing step."""
+    context, dockerfile, _size = image_context.make_context(env, inputs)
+    try:
+        return runtime.build(context, dockerfile, env.image, image_context.build_args(env, inputs), progress,
+                             labels={"org.devenv.env": env.name})
+    finally:
+        context.close()

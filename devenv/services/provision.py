@@ -1,0 +1,333 @@
+"""`up`, `down` and `status` for Docker hosts (L2): idempotent, and able to finish what an interrupted `up` left.
+
+`up` decides from what the host reports, never from the laptop's cache:
+  no container                      -> check, image, volume, create, put secrets, start, wait
+  running, same spec hash           -> reattach (no check, no image work): fast
+  created/exited, same spec         -> a half-made or stopped environment: put secrets again, start, wait
+  any state, different spec         -> show the diff; on confirmation recreate it, keeping the volumes
+The runtime (devenv.runtimes.docker_runtime.DockerRuntime) is passed in; this module never builds one.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+from devenv import __version__, envspec, envstate
+from devenv.envinfo import EnvStatus, LimitRefused, PortInUse, ProgressEvent, status_from_container
+from devenv.errors import DevenvError
+from devenv.image_context import BuildInputs
+from devenv.profiles import EnvProfile, HostProfile
+from devenv.services import images, jupyter
+
+AUTHORIZED_KEYS_FILE = "/etc/devenv/authorized_keys"
+HOST_KEY_FILE = "/etc/ssh/ssh_host_ed25519_key.pub"
+
+
+class UpEvents:
+    """What `up` tells its front end; the defaults print nothing and refuse to recreate."""
+
+    def step(self, text: str) -> None: ...
+
+    def progress(self, event: ProgressEvent) -> None: ...
+
+    def waiting(self, waited: float, probe: jupyter.Probe) -> None: ...
+
+    def confirm(self, question: str, details: list[str]) -> bool:
+        return False
+
+
+@dataclass
+class UpOptions:
+    build_inputs: BuildInputs = field(default_factory=BuildInputs)
+    ready_timeout: float = jupyter.READY_TIMEOUT
+    assume_yes: bool = False          # recreate a changed environment without asking
+
+
+@dataclass
+class UpResult:
+    status: EnvStatus
+    action: str                       # created | reattached | recreated | started
+    token: str | None
+    host_key: str | None              # the environment's sshd host key ("ssh-ed25519 AAAA...")
+    image_action: str = "present"     # present | built | pulled
+    elapsed_s: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+
+class PreflightFailed(DevenvError):
+    def __init__(self, report):
+        names = ", ".join(c.title for c in report.failed)
+        super().__init__(f"{report.host} is not ready for '{report.env}': {names}",
+                         "fix the failed checks above (each shows its remedy), then run `devenv up` again")
+        self.report = report
+
+
+class Provisioner:
+    """Environments of one owner on one Docker host."""
+
+    def __init__(self, runtime, host: HostProfile, owner: str | None = None):
+        self.runtime = runtime
+        self.host = host
+        self.owner = owner or envspec.owner()
+
+    # --- up ------------------------------------------------------------------------------------------
+
+    def up(self, env: EnvProfile, public_key: str, key_fingerprint: str, *, events: UpEvents | None = None,
+           options: UpOptions | None = None, preflight: Callable[[], object] | None = None) -> UpResult:
+        events = events or UpEvents()
+        options = options or UpOptions()
+        started = time.monotonic()
+        name = envspec.container_name(self.owner, env.name)
+        existing = self.runtime.find(name)
+        if existing is not None and existing.labels.get(envspec.MANAGED) != "1":
+            raise DevenvError(f"a container named {name} exists on {self.host.name} but devenv did not make it",
+                              f"remove or rename it (docker rm -f {name}), or set DEVENV_OWNER to use other names")
+
+        # Fast path: a running environment whose spec still matches needs no check and no image work.
+        if existing is not None and existing.state == "running":
+            image = self.runtime.image(env.image)
+            spec = envspec.desired_spec(env, image.id if image else existing.image_id, key_fingerprint)
+            if existing.labels.get(envspec.SPEC_HASH) == envspec.spec_hash(spec):
+                token = self._token_of(env, existing.id) if env.jupyter else None
+                self._wait(env, existing.id, options, events)
+                return self._result(env, existing.id, "reattached", token, started, "present")
+
+        if preflight is not None:
+            events.step(f"Checking {self.host.name}")
+            report = preflight()
+            if not report.ok:
+                raise PreflightFailed(report)
+
+        image, image_action = images.ensure_image(self.runtime, env, options.build_inputs, events.progress,
+                                                  events.step)
+        spec = envspec.desired_spec(env, image.id, key_fingerprint)
+        action = "created"
+        if existing is not None:
+            same = existing.labels.get(envspec.SPEC_HASH) == envspec.spec_hash(spec)
+            if same and existing.state != "running":
+                events.step(f"Finishing the environment '{env.name}' ({existing.state})")
+                try:
+                    token = self._start(env, existing.id, public_key, events)
+                except (LimitRefused, PortInUse) as exc:  # made by an earlier `up` that stopped here
+                    events.step(f"{exc.message.splitlines()[0]}; making it again")
+                    self.runtime.remove(existing.id)
+                    existing = None
+                else:
+                    self._wait(env, existing.id, options, events)
+                    return self._result(env, existing.id, "started", token, started, image_action)
+            elif same:  # running and the same after all (its image was rebuilt back meanwhile): reattach
+                self._wait(env, existing.id, options, events)
+                token = self._token_of(env, existing.id) if env.jupyter else None
+                return self._result(env, existing.id, "reattached", token, started, image_action)
+        if existing is not None:
+            diff = envspec.diff_specs(envspec.spec_from_labels(existing.labels), spec)
+            question = (f"The environment '{env.name}' on {self.host.name} was made from another spec. "
+                        f"Recreate it? The workspace volume is kept.")
+            if not (options.assume_yes or events.confirm(question, diff)):
+                raise DevenvError(f"the environment '{env.name}' differs from its profile and was left as it is:\n  "
+                                  + "\n  ".join(diff),
+                                  "run `devenv up --yes` to recreate it (the workspace is kept), or restore the "
+                                  "profile")
+            events.step(f"Recreating '{env.name}' (workspace kept)")
+            self.runtime.remove(existing.id)
+            action = "recreated"
+
+        for role in spec["volumes"]:
+            volume = envspec.volume_name(self.owner, env.name, role)
+            if self.runtime.ensure_volume(volume, self._volume_labels(env.name, role)):
+                events.step(f"Created volume {volume}")
+        container, token, notes = self._create_and_start(env, spec, public_key, events)
+        self._wait(env, container, options, events)
+        result = self._result(env, container, action, token, started, image_action)
+        result.notes.extend(notes)
+        return result
+
+    def _create_and_start(self, env: EnvProfile, spec: dict, public_key: str, events: UpEvents):
+        """Create and start. A taken preferred port is replaced by a free one, a ulimit the host refuses is
+        dropped; both are said in the result's notes."""
+        any_port: set[str] = set()
+        refused: set[str] = set(envstate.host_facts(self.host.name).get("refused_ulimits", []))
+        notes: list[str] = [f"{self.host.name} refuses ulimit {name} for containers (learned earlier); "
+                            f"started without it" for name in sorted(refused)]
+        while True:
+            request = envspec.container_request(spec, self.owner, self.host.name, __version__, any_port)
+            for name in refused:
+                request.ulimits.pop(name, None)
+            events.step(f"Creating container {request.name}")
+            container = self.runtime.create(request)
+            try:
+                token = self._start(env, container, public_key, events)
+                return container, token, notes
+            except LimitRefused as exc:
+                self.runtime.remove(container)
+                if exc.name in refused:
+                    raise
+                refused.add(exc.name)
+                envstate.update_host_facts(self.host.name, refused_ulimits=sorted(refused))
+                note = f"{self.host.name} refuses ulimit {exc.name} for containers; started without it"
+                notes.append(note)
+                events.step(note)
+            except PortInUse as exc:
+                self.runtime.remove(container)
+                taken = {svc for svc, port in spec["ports"].items() if exc.port in (None, port)} - any_port
+                if not taken:
+                    raise
+                any_port |= taken
+                note = (f"127.0.0.1:{exc.port} is taken on {self.host.name}; "
+                        f"publishing {', '.join(sorted(taken))} on a free port instead")
+                notes.append(note)
+                events.step(note)
+
+    def _start(self, env: EnvProfile, container: str, public_key: str, events: UpEvents) -> str | None:
+        """Put the secrets in (again: an interrupted `up` may have stopped before), then start."""
+        files = []
+        token = None
+        if env.jupyter:
+            token = self._token_of(env, container) or jupyter.new_token()
+            files.append((jupyter.TOKEN_FILE, token.encode() + b"\n", 0o600))
+        if env.sshd:
+            files.append((AUTHORIZED_KEYS_FILE, public_key.strip().encode() + b"\n", 0o644))
+        if files:
+            self.runtime.put_files(container, files)
+        envstate.update(self.host.name, env.name, container=container, token=token)
+        events.step("Starting the environment")
+        self.runtime.start(container)
+        return token
+
+    def _wait(self, env: EnvProfile, container: str, options: UpOptions, events: UpEvents) -> float:
+        services = [s if s != "ssh" else "sshd" for s in envspec.services(env)]
+        if not services:
+            return 0.0
+
+        def probe() -> jupyter.Probe:
+            info = self.runtime.find(container)
+            if info is None or info.state not in ("running",):
+                state = info.state if info else "removed"
+                detail = f" (exit code {info.exit_code})" if info and info.state == "exited" else ""
+                if info is not None and info.state == "restarting":
+                    detail = f" (crashed and restarting, {info.restart_count} restarts)"
+                return jupyter.Probe(False, "", stopped=f"the container is {state}{detail}")
+            code, out, err = self.runtime.exec(container, ["devenv-ready", *services])
+            return jupyter.Probe(code == 0, (out + err).strip())
+
+        events.step(f"Waiting for {' and '.join(services)} (at most {options.ready_timeout:.0f} s)")
+        return jupyter.wait_ready(probe, lambda: list(self.runtime.logs(container, tail=30)),
+                                  host=self.host.name, timeout=options.ready_timeout, on_wait=events.waiting)
+
+    def _token_of(self, env: EnvProfile, container: str) -> str | None:
+        """The environment's token: the laptop's cache if it belongs to this container, else the host's file."""
+        cached = envstate.load(self.host.name, env.name)
+        if cached.get("container") == container and cached.get("token"):
+            return cached["token"]
+        data = self.runtime.read_file(container, jupyter.TOKEN_FILE)
+        token = data.decode().strip() if data else ""
+        return token if len(token) >= 32 else None
+
+    def _result(self, env: EnvProfile, container: str, action: str, token: str | None, started: float,
+                image_action: str) -> UpResult:
+        info = self.runtime.find(container)
+        if info is None:
+            raise DevenvError(f"the environment '{env.name}' vanished from {self.host.name} while starting",
+                              "someone removed it; run `devenv up` again")
+        status = status_from_container(info, self.host.name)
+        host_key = None
+        if env.sshd:
+            data = self.runtime.read_file(container, HOST_KEY_FILE)
+            host_key = " ".join(data.decode().split()[:2]) if data else None
+        envstate.update(self.host.name, env.name, container=container, token=token, ports=status.ports,
+                        host_key=host_key, spec_hash=status.spec_hash, owner=self.owner)
+        return UpResult(status, action, token, host_key, image_action, time.monotonic() - started)
+
+    def _volume_labels(self, env_name: str, role: str) -> dict[str, str]:
+        return {envspec.MANAGED: "1", envspec.ENV: env_name, envspec.OWNER: self.owner, envspec.HOST: self.host.name,
+                envspec.ROLE: role, envspec.VERSION: __version__}
+
+    # --- status, down ----------------------------------------------------------------------------------
+
+    def status(self, all_owners: bool = True) -> list[EnvStatus]:
+        filters = {envspec.MANAGED: "1"}
+        if not all_owners:
+            filters[envspec.OWNER] = self.owner
+        return [status_from_container(c, self.host.name) for c in self.runtime.list_managed(filters)]
+
+    def find(self, env_name: str) -> EnvStatus | None:
+        info = self.runtime.find(envspec.container_name(self.owner, env_name))
+        if info is None or info.labels.get(envspec.MANAGED) != "1":
+            return None
+        return status_from_container(info, self.host.name)
+
+    def volumes(self, env_name: str) -> list[str]:
+        return self.runtime.list_volumes({envspec.MANAGED: "1", envspec.OWNER: self.owner, envspec.ENV: env_name})
+
+    def down(self, env_name: str, purge: bool = False) -> dict[str, list[str]]:
+        """Remove the container (volumes kept unless purge); what was removed, by kind."""
+        removed: dict[str, list[str]] = {"containers": [], "volumes": []}
+        current = self.find(env_name)
+        if current is not None:
+            self.runtime.stop(current.container, timeout=10)
+            self.runtime.remove(current.container)
+            removed["containers"].append(current.name)
+        if purge:
+            for volume in self.volumes(env_name):
+                if self.runtime.remove_volume(volume):
+                    removed["volumes"].append(volume)
+        envstate.forget(self.host.name, env_name)
+        return removed
+
+    def container_of(self, env_name: str) -> str:
+        current = self.find(env_name)
+        if current is None:
+            raise DevenvError(f"no environment '{env_name}' on {self.host.name}",
+                              f"start it with `devenv up {self.host.name} --env {env_name}`; "
+                              f"`devenv status {self.host.name}` lists what is there")
+        return current.container
+
+    def running_container_of(self, env_name: str) -> str:
+        current = self.find(env_name)
+        if current is None or not current.running:
+            state = current.state if current else "absent"
+            raise DevenvError(f"the environment '{env_name}' on {self.host.name} is {state}",
+                              f"start it with `devenv up {self.host.name} --env {env_name}`")
+        return current.container
+
+    def jupyter_access(self, env_name: str) -> tuple[EnvStatus, str]:
+        """(the running environment, its Jupyter token), the token read back from the host if not cached."""
+        current = self.find(env_name)
+        if current is None or not current.running or "jupyter" not in current.ports:
+            state = current.state if current else "absent"
+            raise DevenvError(f"the environment '{env_name}' on {self.host.name} has no running Jupyter ({state})",
+                              f"start it with `devenv up {self.host.name} --env {env_name}`")
+        cached = envstate.load(self.host.name, env_name)
+        token = cached.get("token") if cached.get("container") == current.container else None
+        if not token:
+            data = self.runtime.read_file(current.container, jupyter.TOKEN_FILE)
+            token = data.decode().strip() if data else ""
+            if not token:
+                raise DevenvError(f"the environment '{env_name}' on {self.host.name} has no Jupyter token",
+                                  f"recreate it: `devenv down {self.host.name}` then `devenv up {self.host.name}`")
+            envstate.update(self.host.name, env_name, container=current.container, token=token, ports=current.ports)
+        return current, token
+
+    def ssh_target(self, env_name: str) -> tuple[int, str]:
+        """(the host port publishing the environment's sshd on 127.0.0.1, its host key) of a running environment."""
+        current = self.find(env_name)
+        if current is None or not current.running or "ssh" not in current.ports:
+            state = current.state if current else "absent"
+            raise DevenvError(f"the environment '{env_name}' on {self.host.name} has no running sshd ({state})",
+                              f"start it with `devenv up {self.host.name} --env {env_name}` "
+                              "(and sshd: true in its profile)")
+        data = self.runtime.read_file(current.container, HOST_KEY_FILE)
+        if not data:
+            raise DevenvError(f"the environment '{env_name}' on {self.host.name} has no sshd host key yet",
+                              "wait until `devenv up` reports it ready, then try again")
+        return current.ports["ssh"], " ".join(data.decode().split()[:2])
+
+    def logs(self, env_name: str, tail: int | str = 200, follow: bool = False):
+        """The environment's log lines (Jupyter and sshd write to the container's output)."""
+        return self.runtime.logs(self.container_of(env_name), tail=tail, follow=follow)
+
+    def exec(self, env_name: str, argv: list[str]):
+        """(chunks of (stdout, stderr) bytes, a function giving the exit code once they are read)."""
+        return self.runtime.exec_stream(self.running_container_of(env_name), argv)

@@ -1,0 +1,23 @@
+#!/bin/sh
+# devenv environment: sshd in the background, JupyterLab in front (docker's --init reaps and forwards
+# signals). Services listen on the container's own interface; the host publishes them on its
+# 127.0.0.1 only. Secrets arrive as files (put by devenv before the first start), never as arguments.
+#   DEVENV_SSHD=0 / DEVENV_JUPYTER=0 turn a service off.
+set -eu
+
+if [ "${DEVENV_SSHD:-1}" = 1 ]; then
+    # A host key of its own per container (kept across restarts); devenv pins it in its known_hosts.
+    ssh-keygen -A >/dev/null
+    if [ ! -s /etc/devenv/authorized_keys ]; then
+        echo "devenv: /etc/devenv/authorized_keys is missing: sshd would let nobody in" >&2
+        exit 1
+    fi
+    mkdir -p /run/sshd
+    /usr/sbin/sshd -e
+fi
+
+if [ "${DEVENV_JUPYTER:-1}" = 1 ]; then
+    # jupyter_server_config.py reads the token from /etc/devenv/jupyter_token and refuses to run without it.
+    exec jupyter lab
+fi
+exec sleep infinity

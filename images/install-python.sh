@@ -1,0 +1,39 @@
+#!/bin/sh
+# The environment's Python: a venv in /opt/venv with JupyterLab and (optionally) torch.
+# --system-site-packages: a base that already ships torch (pytorch/pytorch) keeps it usable.
+set -eu
+here=/tmp/devenv-build   # this script and the wheelhouse's files, if any
+
+python3 -m venv --system-site-packages /opt/venv
+pip=/opt/venv/bin/pip
+set -- --no-cache-dir --progress-bar off
+for f in "$here"/*.whl "$here"/*.tar.gz; do
+    [ -e "$f" ] && { set -- "$@" --find-links "$here"; break; }
+done
+if [ "${OFFLINE:-0}" = 1 ]; then
+    set -- "$@" --no-index
+fi
+
+if [ -n "${TORCH_VERSION:-}" ]; then
+    spec="torch==${DEVENV_TORCH:-$TORCH_VERSION}"
+    if ls "$here"/torch-"${TORCH_VERSION}"*.whl >/dev/null 2>&1 || [ "${OFFLINE:-0}" = 1 ]; then
+        # torch from the wheelhouse; its dependencies from the default index (or the wheelhouse too).
+        echo "devenv: installing $spec from the wheelhouse"
+        $pip install "$@" "$spec"
+    else
+        echo "devenv: installing $spec from $TORCH_INDEX_URL"
+        $pip install "$@" --index-url "$TORCH_INDEX_URL" --extra-index-url https://pypi.org/simple "$spec"
+    fi
+fi
+$pip install "$@" "jupyterlab>=4,<5" ipykernel numpy
+
+if [ -n "${DEVENV_TORCH:-}" ]; then
+    # The org.devenv.torch label must tell the truth: `devenv check` compares it with the host's driver.
+    got=$(/opt/venv/bin/python -c 'import torch; print(torch.__version__)')
+    if [ "$got" != "$DEVENV_TORCH" ]; then
+        echo "devenv: torch is $got but the environment declares $DEVENV_TORCH" >&2
+        exit 1
+    fi
+    echo "devenv: torch $got"
+fi
+rm -rf "$here"

@@ -1,0 +1,60 @@
+# devenv's PyTorch environment: JupyterLab and sshd, started by entrypoint.sh.
+# One file for every base: NVIDIA's or PyTorch's CUDA images for users, a local Debian base in tests.
+#
+#   BASE_IMAGE       nvidia/cuda:12.8.1-cudnn-runtime-ubuntu24.04, devenv-base:bookworm, ...
+#   TORCH_VERSION    e.g. 2.11.0; empty: no torch (a slim image, or a base that already has it)
+#   TORCH_INDEX      wheel variant (cu128, cu126, cpu): the +local tag and the index folder
+#   TORCH_INDEX_URL  where torch wheels come from (default: download.pytorch.org/whl/$TORCH_INDEX)
+#   DEVENV_CUDA      CUDA version declared in the org.devenv.cuda label (empty for CPU)
+#   DEVENV_TORCH     torch build declared in the org.devenv.torch label; the build fails if torch differs
+#   OFFLINE          1: pip uses only the wheelhouse (hosts without internet)
+#
+# Built by `devenv image build` with the classic builder (docker-py speaks no BuildKit), so no RUN --mount
+# and no build secrets. Optional inputs come through the build context, matched by [x] globs so that a
+# plain `docker build -f pytorch.Dockerfile .` works without them:
+#   extra-ca.crt     CA bundle for hosts behind TLS-inspecting proxies (kept in the image: the user's pip
+#                    inside the environment needs it too)
+#   wheels/          a wheelhouse (pip --find-links), used only in the builder stage, never shipped
+ARG BASE_IMAGE=nvidia/cuda:12.8.1-cudnn-runtime-ubuntu24.04
+
+# --- base: OS packages every stage needs ---------------------------------------------------------
+FROM ${BASE_IMAGE} AS base
+ENV LANG=C.UTF-8 \
+    PIP_CERT=/etc/ssl/certs/ca-certificates.crt \
+    REQUESTS_CA_BUNDLE=/etc/ssl/certs/ca-certificates.crt \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PIP_NO_CACHE_DIR=1
+COPY install-os.sh extra-ca.cr[t] /tmp/devenv-build/
+RUN sh /tmp/devenv-build/install-os.sh && rm -rf /tmp/devenv-build
+
+# --- builder: the Python environment (the wheelhouse stays in this stage) -------------------------
+FROM base AS builder
+ARG TORCH_VERSION=2.11.0
+ARG TORCH_INDEX=cu128
+ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/${TORCH_INDEX}
+ARG DEVENV_TORCH=
+ARG OFFLINE=0
+# wheel[s] copies the wheelhouse's files (not the folder) next to the script, when there is one.
+COPY install-python.sh wheel[s] /tmp/devenv-build/
+RUN sh /tmp/devenv-build/install-python.sh
+
+# --- final: base + venv + devenv's runtime files ---------------------------------------------------
+FROM base
+ARG DEVENV_CUDA=
+ARG DEVENV_TORCH=
+COPY --from=builder /opt/venv /opt/venv
+COPY entrypoint.sh /usr/local/bin/devenv-entrypoint
+COPY ready.py /usr/local/bin/devenv-ready
+COPY jupyter_server_config.py /etc/jupyter/jupyter_server_config.py
+COPY sshd_devenv.conf /etc/ssh/sshd_config.d/00-devenv.conf
+COPY profile_devenv.sh /etc/profile.d/00-devenv.sh
+RUN chmod 0755 /usr/local/bin/devenv-entrypoint /usr/local/bin/devenv-ready \
+ && mkdir -p /etc/devenv /workspace && chmod 0755 /etc/devenv
+ENV VIRTUAL_ENV=/opt/venv \
+    PATH=/opt/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+LABEL org.devenv.image="pytorch" \
+      org.devenv.cuda="${DEVENV_CUDA}" \
+      org.devenv.torch="${DEVENV_TORCH}"
+WORKDIR /workspace
+EXPOSE 8888 22
+ENTRYPOINT ["/usr/local/bin/devenv-entrypoint"]

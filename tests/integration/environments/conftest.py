@@ -1,0 +1,167 @@
+"""Fixtures for environment tests against the real test host (sshd on 127.0.0.1 + the local dockerd).
+
+Every test gets its own environment name (so its own container and volume), free preferred ports, a private
+DEVENV_HOME copied from the test host's, and a finalizer that removes whatever the test left on the host.
+devenv runs as the user runs it: `python -m devenv ...` in a subprocess.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import subprocess
+import sys
+import textwrap
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from sshd_fixture import free_port
+from testhost import apply_testhost_env, testhost, testhost_env  # noqa: F401  (fixtures, used by name)
+
+REPO = Path(__file__).resolve().parents[3]
+SLIM_IMAGE = "devenv-test/pytorch:slim"
+CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"   # the test machine's bundle (its proxy's CA included)
+OWNER = "t"
+
+
+def slim_profile(image: str = SLIM_IMAGE, **fields) -> str:
+    """An environment on the Debian test base without torch (a Jupyter kernel needs none; see the report)."""
+    ports = fields.pop("ports", {"jupyter": 8888, "ssh": 2222})
+    extra = "".join(f"{k}: {json.dumps(v)}\n" for k, v in fields.items())
+    return textwrap.dedent(f"""\
+        description: test environment (Debian base, JupyterLab, sshd, no torch)
+        image: {image}
+        build:
+          dockerfile: pytorch.Dockerfile
+          args:
+            BASE_IMAGE: devenv-base:bookworm
+            TORCH_INDEX: cpu
+            TORCH_VERSION: ""
+        image_size_gb: 1
+        ports:
+          jupyter: {ports['jupyter']}
+          ssh: {ports['ssh']}
+        volumes:
+          workspace: /workspace
+        shm_size: 1g
+        gpus: none
+        """) + extra
+
+
+def docker(*args: str, check: bool = False) -> subprocess.CompletedProcess:
+    return subprocess.run(["docker", *args], capture_output=True, text=True, check=check, timeout=120)
+
+
+@dataclass
+class EnvUnderTest:
+    name: str
+    home: Path
+    environ: dict[str, str]
+
+    @property
+    def container(self) -> str:
+        return f"devenv-{OWNER}-{self.name}"
+
+    @property
+    def volume(self) -> str:
+        return f"devenv-{OWNER}-{self.name}-workspace"
+
+    def write_profile(self, **fields) -> Path:
+        path = self.home / "profiles" / "envs" / f"{self.name}.yaml"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(slim_profile(**fields))
+        return path
+
+    def run(self, *args: str, timeout: float = 300, check: bool = True, stdin: str | None = None,
+            extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+        started = time.monotonic()
+        done = subprocess.run([sys.executable, "-m", "devenv", *args], capture_output=True, text=True,
+                              timeout=timeout, env={**self.environ, **(extra_env or {})}, cwd=REPO,
+                              input=stdin if stdin is not None else "")
+        print(f"[{time.monotonic() - started:6.2f}s] devenv {' '.join(args)} -> {done.returncode}")
+        if check and done.returncode != 0:
+            raise AssertionError(f"devenv {' '.join(args)} exited {done.returncode}\n"
+                                 f"stdout:\n{done.stdout}\nstderr:\n{done.stderr}")
+        return done
+
+    def popen(self, *args: str) -> subprocess.Popen:
+        return subprocess.Popen([sys.executable, "-m", "devenv", *args], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, env=self.environ, cwd=REPO)
+
+    def containers(self) -> list[str]:
+        out = docker("ps", "-a", "--filter", f"label=org.devenv.env={self.name}", "--format", "{{.Names}}").stdout
+        return out.split()
+
+    def volumes(self) -> list[str]:
+        out = docker("volume", "ls", "-q", "--filter", f"label=org.devenv.env={self.name}").stdout
+        return out.split()
+
+    def state(self) -> str:
+        return docker("inspect", "-f", "{{.State.Status}}", self.container).stdout.strip()
+
+    def remove_everything(self) -> None:
+        for name in self.containers():
+            docker("rm", "-f", name)
+        for volume in self.volumes():
+            docker("volume", "rm", "-f", volume)
+
+
+def base_environ(testhost_vars: dict[str, str], home: Path) -> dict[str, str]:
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("DEVENV_")}
+    environ.update(testhost_vars)
+    environ.update({"DEVENV_HOME": str(home), "DEVENV_OWNER": OWNER, "DEVENV_BUILD_CA_BUNDLE": CA_BUNDLE,
+                    "PYTHONUNBUFFERED": "1"})
+    environ.pop("SSH_AUTH_SOCK", None)
+    return environ
+
+
+@pytest.fixture(scope="session")
+def slim_image(testhost, tmp_path_factory) -> str:
+    """The test image, built on the test host with `devenv image build` (cached layers make reruns quick)."""
+    home = tmp_path_factory.mktemp("image-home")
+    shutil.copytree(testhost.env["DEVENV_HOME"], home, dirs_exist_ok=True)
+    env = EnvUnderTest("slim-image", home, base_environ(testhost.env, home))
+    env.write_profile()
+    env.run("image", "build", "testbox", "--env", "slim-image", "-q", timeout=900)
+    assert docker("image", "inspect", SLIM_IMAGE).returncode == 0
+    return SLIM_IMAGE
+
+
+@pytest.fixture
+def test_env(testhost, slim_image, monkeypatch, tmp_path, request) -> EnvUnderTest:
+    """A fresh environment name with free preferred ports, on the test host; removed afterwards."""
+    applied = apply_testhost_env(monkeypatch, testhost.env, tmp_path)
+    home = Path(applied["DEVENV_HOME"])
+    short = request.node.name.replace("test_", "")[:10].replace("_", "-").strip("-")
+    env = EnvUnderTest(f"{short}-{secrets.token_hex(2)}", home, base_environ(applied, home))
+    env.write_profile(ports={"jupyter": free_port(), "ssh": free_port()})
+    yield env
+    env.remove_everything()
+
+
+def read_url(proc: subprocess.Popen, timeout: float = 60) -> str:
+    """The first stdout line of `devenv jupyter` (the URL), or fail with its stderr."""
+    start = time.monotonic()
+    line = proc.stdout.readline().strip()
+    if not line.startswith("http://127.0.0.1:"):
+        proc.kill()
+        raise AssertionError(f"no URL after {time.monotonic() - start:.1f}s: {line!r}\n{proc.stderr.read()}")
+    return line
+
+
+def processes_mentioning(text: str) -> list[str]:
+    """Command lines of live processes that contain text (stray tunnels, stray devenv)."""
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            argv = cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if text in argv:
+            found.append(argv)
+    return found
