@@ -271,3 +271,66 @@ def judge_python(out: Output, python: str) -> CheckResult:
 
 def status_of(findings_status: str) -> str:
     return {"pass": PASS, "warn": WARN, "fail": FAIL, "unknown": WARN, "info": INFO}.get(findings_status, WARN)
+
+
+# --- one round trip for every probe --------------------------------------------------------------------
+
+BATCH_MARK = "@@devenv-probe"
+
+
+def batch_script(probes: dict[str, str], limit_s: int = 25) -> str:
+    """One shell script running every probe in parallel on the host, each answer base64-encoded on one line.
+
+    One SSH session instead of one per probe: a probe costs no extra round trip on a distant host, and servers
+    that cap sessions per connection (dropbear, sshd's MaxSessions) see one session. A probe still running after
+    limit_s (a hung Docker daemon, say) is reported with exit code 124 and whatever it printed so far."""
+    names = " ".join(probes)
+    parts = ['d=$(mktemp -d) || exit 1']
+    for name, command in probes.items():
+        parts.append(f'( ( {command} ) >"$d/{name}.out" 2>"$d/{name}.err" </dev/null; echo $? >"$d/{name}.rc.t"; mv "$d/{name}.rc.t" "$d/{name}.rc" ) '
+                     '>/dev/null 2>&1 &')
+    parts.append(f'i=0; while [ $i -lt {limit_s * 10} ]; do left=0; for n in {names}; do '
+                 '[ -f "$d/$n.rc" ] || left=1; done; [ $left = 0 ] && break; sleep 0.1; i=$((i+1)); done')
+    parts.append(f'for n in {names}; do rc=$(cat "$d/$n.rc" 2>/dev/null || echo 124); '
+                 f'printf "{BATCH_MARK} %s %s %s %s\\n" "$n" "$rc" '
+                 '"$(base64 -w0 <"$d/$n.out")" "$(base64 -w0 <"$d/$n.err")"; done')
+    parts.append('rm -rf "$d"')
+    return "\n".join(parts)
+
+
+def parse_batch(stdout: str, probes: dict[str, str]) -> dict[str, "BatchOutput"]:
+    """The answers of batch_script; a probe missing from the output counts as failed (exit 255)."""
+    import base64
+
+    found: dict[str, BatchOutput] = {}
+    for line in stdout.splitlines():
+        fields = line.split(" ")
+        if len(fields) >= 3 and fields[0] == BATCH_MARK and fields[1] in probes:
+            out = base64.b64decode(fields[3]).decode(errors="replace") if len(fields) > 3 else ""
+            err = base64.b64decode(fields[4]).decode(errors="replace") if len(fields) > 4 else ""
+            code = int(fields[2]) if fields[2].lstrip("-").isdigit() else 255
+            found[fields[1]] = BatchOutput(probes[fields[1]], out, err, code)
+    for name, command in probes.items():
+        found.setdefault(name, BatchOutput(command, "", "the probe gave no answer", 255))
+    return found
+
+
+class BatchOutput:
+    """A probe's answer, shaped like a Result (command, stdout, stderr, exit_code, ok)."""
+
+    def __init__(self, command: str, stdout: str, stderr: str, exit_code: int):
+        self.command, self.stdout, self.stderr, self.exit_code = command, stdout, stderr, exit_code
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0
+
+
+def disk_dir_probe(runtime: str) -> str:
+    """Free space where images live (Docker's data-root) or, for the host runtime, under $HOME.
+    Prints the directory on the first line and df's line on the second."""
+    if runtime == "host":
+        return 'echo "$HOME"; df -PB1 "$HOME" 2>&1 | tail -n 1'
+    return ("dir=$(docker info --format '{{.DockerRootDir}}' 2>/dev/null); "
+            '[ -n "$dir" ] || dir=/var/lib/docker; [ -e "$dir" ] || dir=$HOME; '
+            'echo "$dir"; df -PB1 "$dir" 2>&1 | tail -n 1')

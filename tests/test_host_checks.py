@@ -128,3 +128,16 @@ def test_os():
     check = hc.judge_os(out(text))
     assert check.status == "pass" and "Debian GNU/Linux 12" in check.value and "x86_64" in check.value
     assert hc.judge_os(out("Darwin 23.0 arm64\n")).status == "fail"
+
+
+def test_batch_runs_probes_in_one_script_with_codes_stderr_and_a_time_limit():
+    import subprocess
+
+    probes = {"a": "echo hi; exit 3", "b": "sleep 5; echo late", "c": "echo x >&2; printf 'no newline'"}
+    done = subprocess.run(["sh", "-c", hc.batch_script(probes, limit_s=1)], capture_output=True, text=True,
+                          timeout=20)
+    out = hc.parse_batch(done.stdout, probes)
+    assert (out["a"].exit_code, out["a"].stdout) == (3, "hi\n")
+    assert out["b"].exit_code == 124  # still running at the limit
+    assert (out["c"].stdout, out["c"].stderr, out["c"].ok) == ("no newline", "x\n", True)
+    assert hc.parse_batch("", {"z": "true"})["z"].exit_code == 255

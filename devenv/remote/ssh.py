@@ -27,6 +27,7 @@ from devenv.remote.channel_io import ChannelIO, stop_script, wrap_command
 from devenv.remote.sshconfig import ResolvedTarget, resolve
 
 _CHANNEL_ERRORS = (paramiko.SSHException, EOFError, OSError)
+_OPEN_ATTEMPTS = 3
 # sshd's MaxSessions (default 10) caps channels per connection; keep run() below it, leaving room for streams.
 _MAX_CONCURRENT_RUNS = 6
 
@@ -41,6 +42,9 @@ class SSHConnection:
         self._resolved: ResolvedTarget | None = target if isinstance(target, ResolvedTarget) else None
         self._lock = threading.Lock()
         self._runs = threading.BoundedSemaphore(_MAX_CONCURRENT_RUNS)
+        # paramiko keeps one "last error" per transport: two threads opening channels at once can read each
+        # other's refusal (or none). Opening is one round trip, so opens go one at a time.
+        self._opening = threading.Lock()
 
     # --- lifecycle ----------------------------------------------------------------------------------
 
@@ -160,8 +164,10 @@ class SSHConnection:
         prohibited" when forwarding is off; a merely failed connect there means forwarding itself is allowed."""
         transport = self.transport()
         try:
-            transport.open_channel("direct-tcpip", ("127.0.0.1", 9), ("127.0.0.1", 0),
-                                   timeout=self.resolved.connect_timeout).close()
+            with self._opening:
+                channel = transport.open_channel("direct-tcpip", ("127.0.0.1", 9), ("127.0.0.1", 0),
+                                                 timeout=self.resolved.connect_timeout)
+            channel.close()
         except paramiko.ChannelException as e:
             if e.code == paramiko.OPEN_FAILED_ADMINISTRATIVELY_PROHIBITED:
                 return False, "sshd refuses TCP forwarding (administratively prohibited)"
@@ -175,15 +181,22 @@ class SSHConnection:
     def _start(self, command: str, env: dict[str, str] | None) -> ChannelIO:
         script = wrap_command(command, env)
         transport = self.transport()
-        try:
-            channel = transport.open_session(timeout=self.resolved.connect_timeout)
-            channel.exec_command(script)
-        except _CHANNEL_ERRORS as e:
-            if not transport.is_active():
-                raise self._lost(command) from None
-            raise ConnectError(f"{self.name}: cannot start a command: {e}",
-                               "the host's sshd may limit sessions per connection (MaxSessions); try again") from None
-        return ChannelIO(channel)
+        for attempt in range(_OPEN_ATTEMPTS):
+            try:
+                with self._opening:
+                    channel = transport.open_session(timeout=self.resolved.connect_timeout)
+                channel.exec_command(script)
+                return ChannelIO(channel)
+            except _CHANNEL_ERRORS as e:
+                if not transport.is_active():
+                    raise self._lost(command) from None
+                if attempt == _OPEN_ATTEMPTS - 1:
+                    raise ConnectError(
+                        f"{self.name}: cannot start a command: {type(e).__name__}: {e}",
+                        "the host's sshd refused a new session on this connection (MaxSessions?); try again") from None
+                # a busy server (dropbear, sshd at MaxSessions) may refuse a session that it accepts a moment later
+                time.sleep(0.2 * (attempt + 1))
+        raise AssertionError("unreachable")
 
     def _stop(self, io: ChannelIO) -> None:
         """Kill the command's process group on the host, then close its channel."""

@@ -9,9 +9,8 @@ from typing import Callable
 
 from devenv import host_checks as hc
 from devenv.compat_bridge import compat_checks
-from devenv.errors import ConnectError, DevenvError
 from devenv.profiles import EnvProfile, HostProfile
-from devenv.remote.base import Connection, Result
+from devenv.remote.base import Connection
 from devenv.report import CheckReport, CheckResult
 
 PROBE_TIMEOUT = 30.0
@@ -44,16 +43,15 @@ def run_check(
     probes = dict(hc.PROBES)
     probes["image"] = hc.image_probe(env.image) if host.runtime == "docker" else "exit 1"
     probes["python"] = hc.python_probe(host.python) if host.runtime == "host" else "exit 0"
-    with ThreadPoolExecutor(max_workers=6) as pool:
-        futures = {name: pool.submit(_probe, conn, cmd) for name, cmd in probes.items()}
+    probes["disk"] = hc.disk_dir_probe(host.runtime)
+    with ThreadPoolExecutor(max_workers=1) as pool:  # the forwarding probe overlaps the batch's round trip
         forwarding = pool.submit(_forwarding, conn)
-        out = {name: f.result() for name, f in futures.items()}
-        docker_info = hc.parse_docker_json(out["docker_info"]) if out["docker_info"].ok else None
-        disk_dir = (docker_info or {}).get("DockerRootDir") or "/var/lib/docker"
-        if host.runtime == "host" or out["docker_version"].exit_code == 127:
-            disk_dir = "$HOME"
-        disk = _probe(conn, hc.disk_probe(disk_dir))
+        batch = conn.run(hc.batch_script(probes), timeout=PROBE_TIMEOUT)
         allowed, detail = forwarding.result()
+    out = hc.parse_batch(batch.stdout, probes)
+    docker_info = hc.parse_docker_json(out["docker_info"]) if out["docker_info"].ok else None
+    disk_dir, _, df_line = out["disk"].stdout.partition("\n")
+    disk = hc.BatchOutput(out["disk"].command, df_line, out["disk"].stderr, out["disk"].exit_code)
 
     def add(*checks: CheckResult) -> None:
         for check in checks:
@@ -75,15 +73,6 @@ def run_check(
     add(*compat_checks(env, inventory, image, host_python=_host_torch(results)))
     add(hc.judge_forwarding(allowed, detail))
     return CheckReport(host.name, env.name, results, time.perf_counter() - started)
-
-
-def _probe(conn: Connection, command: str) -> Result:
-    try:
-        return conn.run(command, timeout=PROBE_TIMEOUT)
-    except ConnectError:
-        raise
-    except DevenvError as exc:  # a probe that hangs is one check's problem, not the whole report's
-        return Result(command, "", exc.message, 124)
 
 
 def _forwarding(conn: Connection) -> tuple[bool | None, str]:
