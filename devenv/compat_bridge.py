@@ -28,12 +28,13 @@ def compat_checks(env: EnvProfile, inventory: list[GpuInfo], image: dict[str, An
                             f"{origin} carries CUDA {cuda or torch}, but there is no GPU to judge it against")]
     results = []
     for gpu in _distinct_models(inventory):
-        label = f"{gpu.name or 'GPU'} ({origin})"
+        label = origin if len(inventory) == 1 else f"{origin}, GPU {gpu.index}"
         results += _judged(f"compat.{gpu.index}", label, driver=gpu.driver_version, cuda=cuda,
                            gpu_cc=gpu.compute_capability, torch_build=torch, gpu_name=gpu.name)
         if host_python and host_python.get("cuda"):
             build = _torch_build(host_python)
-            results += _judged(f"compat.host.{gpu.index}", f"{gpu.name or 'GPU'} (host torch {build})",
+            results += _judged(f"compat.host.{gpu.index}", "host python" if len(inventory) == 1 else
+                               f"host python, GPU {gpu.index}",
                                driver=gpu.driver_version, cuda=None, gpu_cc=gpu.compute_capability,
                                torch_build=build, gpu_name=gpu.name,
                                torch_arch_list=host_python.get("arch_list") or None)
@@ -50,7 +51,7 @@ def _judged(check_id: str, label: str, **inputs) -> list[CheckResult]:
         if finding.check == "gpu" and finding.status == "pass":
             continue  # the GPU line of `check` already says the model
         out.append(CheckResult(
-            f"{check_id}.{finding.check}", f"{finding.title}: {label}", status_of(finding.status),
+            f"{check_id}.{finding.check}", f"{finding.title} ({label})", status_of(finding.status),
             f"{finding.value}: {finding.reason}", finding.remedy,
             {"source": finding.source, "requires": dict(finding.requires), "compat_status": finding.status},
         ))
