@@ -42,8 +42,9 @@ def down(host: str, env: str | None, accept_new_host: bool, purge: bool, assume_
     if not removed["containers"] and not removed["volumes"]:
         click.echo(f"No environment '{env_profile.name}' on {host}: nothing to remove.")
         return
+    what = "Stopped" if host_profile.runtime == "host" else "Removed container"  # the host runtime has no container
     for name in removed["containers"]:
-        click.echo(f"Removed container {name} on {host}.")
+        click.echo(f"{what} {name} on {host}.")
     for name in removed["volumes"]:
         click.echo(f"Deleted volume {name} on {host}.")
     if not purge:
