@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 from typing import Any, Protocol
 
 from devenv import nvsmi
@@ -48,7 +49,7 @@ def disk_probe(directory: str) -> str:
 
 
 def image_probe(image: str) -> str:
-    return f"docker image inspect {image} --format '{{{{json .}}}}' 2>&1"
+    return f"docker image inspect {shlex.quote(image)} --format '{{{{json .}}}}' 2>&1"
 
 
 def python_probe(python: str) -> str:
@@ -57,11 +58,7 @@ def python_probe(python: str) -> str:
             "d['arch_list']=torch.cuda.get_arch_list() if torch.cuda.is_available() else []\n"
             "except Exception as e: d['torch_error']=type(e).__name__+': '+str(e)\n"
             "print(json.dumps(d))")
-    return f"{python} -c {_sh_quote(code)}"
-
-
-def _sh_quote(text: str) -> str:
-    return "'" + text.replace("'", "'\"'\"'") + "'"
+    return f"{shlex.quote(python)} -c {shlex.quote(code)}"
 
 
 # --- judges ------------------------------------------------------------------------------------------
