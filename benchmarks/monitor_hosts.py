@@ -39,8 +39,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from devenv.gpu_sample import parse_gpu_csv  # noqa: E402
-from devenv.profiles import HostProfile, SSHTarget  # noqa: E402
+from devenv.config.profiles import HostProfile, SSHTarget  # noqa: E402
+from devenv.gpu.sample import parse_gpu_csv  # noqa: E402
 from devenv.remote.pool import close_all, get_connection  # noqa: E402
 from devenv.services.monitor import HostSampler, apps_loop_script, gpu_query_command  # noqa: E402
 

@@ -33,7 +33,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from devenv import openssh, profiles  # noqa: E402
+from devenv.config import profiles  # noqa: E402
+from devenv.remote import openssh  # noqa: E402
 from devenv.remote.pool import get_connection  # noqa: E402
 from devenv.remote.tunnels import Forward, OpenSSHTunnel, ParamikoTunnel, free_port  # noqa: E402
 

@@ -22,7 +22,6 @@ import os
 import platform
 import secrets
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -35,7 +34,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from devenv import openssh, profiles  # noqa: E402
+from devenv.config import profiles  # noqa: E402
+from devenv.remote import openssh  # noqa: E402
 from devenv.remote.tunnels import free_port  # noqa: E402
 
 ENV_NAME = "bench-up"

@@ -14,12 +14,13 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from devenv import paths
-from devenv.gpu_sample import Gap, GpuSample, ProcessSample, parse_gpu_line
-from devenv.profiles import SSHTarget
+from sshd_fixture import SSHD
+
+from devenv.config import paths
+from devenv.config.profiles import SSHTarget
+from devenv.gpu.sample import Gap, GpuSample, ProcessSample, parse_gpu_line
 from devenv.remote.ssh import SSHConnection
 from devenv.services.monitor import HostSnapshot
-from sshd_fixture import SSHD
 
 TESTS = Path(__file__).resolve().parent
 REPLAY_DIR = TESTS / "replay"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from devenv import envspec
-from devenv.profiles import BuildSpec, EnvProfile
+from devenv.config.profiles import BuildSpec, EnvProfile
+from devenv.env import spec as envspec
 
 
 def profile(**overrides) -> EnvProfile:

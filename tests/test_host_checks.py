@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from devenv import host_checks as hc
-from devenv import nvsmi
+from devenv.checks import host as hc
+from devenv.gpu import nvsmi
 from devenv.remote.base import Result
 
 FIX = Path(__file__).parent / "fixtures" / "nvidia-smi"

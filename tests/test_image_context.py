@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from devenv import image_context
+from devenv.config.profiles import BuildSpec, EnvProfile
+from devenv.env import image_context
+from devenv.env.image_context import BuildInputs
 from devenv.errors import DevenvError, ProfileError
-from devenv.image_context import BuildInputs
-from devenv.profiles import BuildSpec, EnvProfile
 
 PEM = b"-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
 

@@ -8,12 +8,12 @@ import os
 
 import pytest
 from click.testing import CliRunner
-
-from devenv import paths
-from devenv.cli import main
-from devenv.remote.pool import close_all
 from monitor_helpers import REPLAY_DIR, replay_sshd, trust
 from sshd_fixture import free_port, make_key
+
+from devenv.cli import main
+from devenv.config import paths
+from devenv.remote.pool import close_all
 
 pytestmark = pytest.mark.timeout(60)
 

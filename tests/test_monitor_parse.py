@@ -7,10 +7,21 @@ from pathlib import Path
 
 import pytest
 
-from devenv import gpu_format
-from devenv.gpu_sample import (
-    GPU_FIELDS, Gap, GpuHistory, GpuSample, ProcessSample, container_from_cgroup, decode_throttle,
-    gpu_query_command, invalid_field, parse_apps_csv, parse_gpu_csv, parse_gpu_line, sparkline,
+from devenv.gpu import format as gpu_format
+from devenv.gpu.sample import (
+    GPU_FIELDS,
+    Gap,
+    GpuHistory,
+    GpuSample,
+    ProcessSample,
+    container_from_cgroup,
+    decode_throttle,
+    gpu_query_command,
+    invalid_field,
+    parse_apps_csv,
+    parse_gpu_csv,
+    parse_gpu_line,
+    sparkline,
 )
 from devenv.services.monitor import HostSnapshot, read_apps_frames
 

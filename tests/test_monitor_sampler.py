@@ -11,11 +11,18 @@ import subprocess
 import time
 
 import pytest
-
-from devenv.gpu_sample import Gap, GpuSample
-from devenv.services.monitor import ERROR, NO_GPU, OK, RECONNECTING, HostSampler, sample_once
 from monitor_helpers import replay_sshd, ssh_connection, trust, wait_until
 from sshd_fixture import find_processes, make_key
+
+from devenv.gpu.sample import Gap, GpuSample
+from devenv.services.monitor import (
+    ERROR,
+    NO_GPU,
+    OK,
+    RECONNECTING,
+    HostSampler,
+    sample_once,
+)
 
 pytestmark = pytest.mark.timeout(120)
 

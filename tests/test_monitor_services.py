@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from devenv import profiles
 from devenv.cli.monitor_services import _sanity_progress, services_for
+from devenv.config import profiles
 from devenv.remote.pool import close_all
 from devenv.sanity.verdict import Check, Verdict
 from devenv.services import sanity_history

@@ -10,11 +10,11 @@ import time
 from dataclasses import replace
 
 import pytest
+from monitor_helpers import T0, FixedSampler, recorded_snapshot
 
-from devenv.gpu_sample import Gap
+from devenv.gpu.sample import Gap
 from devenv.services.monitor import HostSnapshot
 from devenv.tui.monitor_app import HostPanel, MonitorServices, create_monitor_app
-from monitor_helpers import T0, FixedSampler, recorded_snapshot
 
 pytestmark = pytest.mark.timeout(60)
 SIZE = (140, 62)

@@ -12,7 +12,15 @@ import threading
 import time
 
 import pytest
+from monitor_helpers import (
+    REPLAY_DIR,
+    T0,
+    FixedSampler,
+    recorded_snapshot,
+    ssh_connection,
+)
 from rich.console import Console
+from sshd_fixture import make_key
 from textual.widgets import Input, ProgressBar, RichLog
 
 from devenv.errors import DevenvError
@@ -20,8 +28,6 @@ from devenv.remote.local import LocalConnection
 from devenv.services.monitor import HostSampler, HostSnapshot
 from devenv.tui.monitor_app import HostPanel, MonitorServices, create_monitor_app
 from devenv.tui.monitor_screens import ConfirmScreen, HelpScreen, SanityScreen
-from monitor_helpers import REPLAY_DIR, T0, FixedSampler, recorded_snapshot, ssh_connection
-from sshd_fixture import make_key
 
 pytestmark = pytest.mark.timeout(60)
 SIZE = (130, 50)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from devenv import openssh
-from devenv.profiles import HostProfile, SSHTarget
+from devenv.config.profiles import HostProfile, SSHTarget
+from devenv.remote import openssh
 
 
 def host(**ssh) -> HostProfile:

@@ -7,8 +7,8 @@ import textwrap
 import pytest
 from click.testing import CliRunner
 
-from devenv import profiles
 from devenv.cli import main
+from devenv.config import profiles
 from devenv.errors import ProfileError
 
 

@@ -10,7 +10,15 @@ import copy
 import json
 from pathlib import Path
 
-from devenv.sanity.verdict import FAIL, INFO, NO_GPU, PASS, WARN, judge_report, load_sku_table
+from devenv.sanity.verdict import (
+    FAIL,
+    INFO,
+    NO_GPU,
+    PASS,
+    WARN,
+    judge_report,
+    load_sku_table,
+)
 
 FIXTURES = Path(__file__).parent / "fixtures" / "sanity"
 

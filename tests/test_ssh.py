@@ -16,15 +16,21 @@ import threading
 import time
 
 import pytest
+from sshd_fixture import SSHD, SSHAgent, find_processes, free_port, make_key
 
-from devenv import paths
-from devenv.errors import CommandFailed, CommandTimeout, ConnectError, DevenvError, HostKeyError
-from devenv.profiles import HostProfile, SSHTarget
+from devenv.config import paths
+from devenv.config.profiles import HostProfile, SSHTarget
+from devenv.errors import (
+    CommandFailed,
+    CommandTimeout,
+    ConnectError,
+    DevenvError,
+    HostKeyError,
+)
 from devenv.remote.base import Connection
 from devenv.remote.local import LocalConnection
 from devenv.remote.pool import close_all, get_connection
 from devenv.remote.ssh import SSHConnection
-from sshd_fixture import SSHD, SSHAgent, find_processes, free_port, make_key
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -304,7 +310,7 @@ def test_encrypted_key_passphrase_is_asked_on_a_terminal(server, tmp_path):
     trust(server)
     locked = make_key(tmp_path / "locked" / "id_ed25519", passphrase="correct horse")
     server.authorized_keys_path.write_text(locked.public + "\n")
-    script = (f"from devenv.profiles import SSHTarget\nfrom devenv.remote.ssh import SSHConnection\n"
+    script = (f"from devenv.config.profiles import SSHTarget\nfrom devenv.remote.ssh import SSHConnection\n"
               f"t = SSHTarget(hostname='127.0.0.1', port={server.port}, user='root', "
               f"identity_file={str(locked.path)!r})\n"
               f"print('RESULT', SSHConnection(t, name='box').run('echo unlocked').stdout.strip())\n")

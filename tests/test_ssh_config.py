@@ -9,9 +9,9 @@ import textwrap
 
 import pytest
 
-from devenv import paths
+from devenv.config import paths
+from devenv.config.profiles import SSHTarget
 from devenv.errors import ConnectError, HostKeyError
-from devenv.profiles import SSHTarget
 from devenv.remote import hostkeys
 from devenv.remote.sshconfig import parse_hop, resolve
 

@@ -48,17 +48,19 @@ def main() -> None:
 
 
 # Each command lives in its own module and registers itself on `main`.
-from devenv.cli import profiles_cmd  # noqa: E402,F401
-from devenv.cli import compat_cmd  # noqa: E402,F401
-from devenv.cli import check_cmd  # noqa: E402,F401
-from devenv.cli import monitor_cmd  # noqa: E402,F401
-from devenv.cli import up_cmd  # noqa: E402,F401
-from devenv.cli import down_cmd  # noqa: E402,F401
-from devenv.cli import status_cmd  # noqa: E402,F401
-from devenv.cli import logs_cmd  # noqa: E402,F401
-from devenv.cli import exec_cmd  # noqa: E402,F401
-from devenv.cli import image_cmd  # noqa: E402,F401
-from devenv.cli import ssh_cmd  # noqa: E402,F401
-from devenv.cli import jupyter_cmd  # noqa: E402,F401
-from devenv.cli import tunnel_cmd  # noqa: E402,F401
-from devenv.cli import sanity_cmd  # noqa: E402,F401
+from devenv.cli import (
+    check_cmd,  # noqa: E402,F401
+    compat_cmd,  # noqa: E402,F401
+    down_cmd,  # noqa: E402,F401
+    exec_cmd,  # noqa: E402,F401
+    image_cmd,  # noqa: E402,F401
+    jupyter_cmd,  # noqa: E402,F401
+    logs_cmd,  # noqa: E402,F401
+    monitor_cmd,  # noqa: E402,F401
+    profiles_cmd,  # noqa: E402,F401
+    sanity_cmd,  # noqa: E402,F401
+    ssh_cmd,  # noqa: E402,F401
+    status_cmd,  # noqa: E402,F401
+    tunnel_cmd,  # noqa: E402,F401
+    up_cmd,  # noqa: E402,F401
+)

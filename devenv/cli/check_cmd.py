@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import click
 
-from devenv import profiles
 from devenv.cli import main
 from devenv.cli.common import accept_new_host_option, connect, env_option, resolve_env
 from devenv.cli.render import emit_json, print_checks
+from devenv.config import profiles
 from devenv.services.preflight import run_check
 
 

@@ -6,8 +6,8 @@ import os
 
 import click
 
-from devenv import profiles
-from devenv.profiles import EnvProfile, HostProfile
+from devenv.config import profiles
+from devenv.config.profiles import EnvProfile, HostProfile
 from devenv.remote.base import Connection
 
 env_option = click.option(

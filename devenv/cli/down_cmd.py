@@ -6,11 +6,11 @@ import sys
 
 import click
 
-from devenv import profiles
 from devenv.cli import main
 from devenv.cli.common import accept_new_host_option, connect, env_option, resolve_env
 from devenv.cli.envcommon import open_provisioner
 from devenv.cli.render import emit_json
+from devenv.config import profiles
 from devenv.errors import DevenvError
 
 

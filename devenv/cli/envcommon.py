@@ -7,8 +7,8 @@ from typing import Iterator
 
 import click
 
-from devenv.envinfo import EnvStatus
-from devenv.profiles import EnvProfile, HostProfile
+from devenv.config.profiles import EnvProfile, HostProfile
+from devenv.env.info import EnvStatus
 from devenv.remote.base import Connection
 from devenv.services import jupyter
 
@@ -85,11 +85,10 @@ def open_forwards(host: HostProfile, conn: Connection, wanted: list[tuple[str, s
 
 def hold(tunnel, host: HostProfile) -> None:
     """Keep the tunnel open until Ctrl-C (exit 0) or until it dies (an error saying how to reopen it)."""
+    import signal
     import time
 
     from devenv.errors import ConnectError
-
-    import signal
 
     def interrupted(signum, frame):
         raise KeyboardInterrupt

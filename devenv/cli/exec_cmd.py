@@ -6,10 +6,10 @@ import sys
 
 import click
 
-from devenv import profiles
 from devenv.cli import main
 from devenv.cli.common import accept_new_host_option, connect, env_option, resolve_env
 from devenv.cli.envcommon import open_provisioner
+from devenv.config import profiles
 
 
 @main.command(context_settings={"ignore_unknown_options": True})

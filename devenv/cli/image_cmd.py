@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import click
 
-from devenv import profiles
 from devenv.cli import main
 from devenv.cli.common import accept_new_host_option, connect, env_option, resolve_env
 from devenv.cli.envcommon import build_input_options, open_runtime
 from devenv.cli.progress import ProgressPrinter
+from devenv.config import profiles
+from devenv.env.image_context import BuildInputs
 from devenv.errors import DevenvError
-from devenv.image_context import BuildInputs
 from devenv.services import images
 
 

@@ -6,11 +6,11 @@ import webbrowser
 
 import click
 
-from devenv import profiles
 from devenv.cli import main
 from devenv.cli.common import accept_new_host_option, connect, env_option, resolve_env
 from devenv.cli.envcommon import hold, open_forwards, open_provisioner
-from devenv.envspec import CONTAINER_PORTS
+from devenv.config import profiles
+from devenv.env.spec import CONTAINER_PORTS
 from devenv.services import jupyter
 
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import click
 
-from devenv import profiles
 from devenv.cli import main
 from devenv.cli.common import accept_new_host_option, connect, env_option, resolve_env
 from devenv.cli.envcommon import open_provisioner
+from devenv.config import profiles
 
 
 @main.command()

@@ -8,12 +8,12 @@ from concurrent.futures import ThreadPoolExecutor
 
 import click
 
-from devenv import profiles
 from devenv.cli import main
 from devenv.cli.common import accept_new_host_option, connect
 from devenv.cli.render import emit_json
+from devenv.config import profiles
 from devenv.errors import DevenvError
-from devenv.gpu_format import once_table
+from devenv.gpu.format import once_table
 from devenv.services.monitor import ERROR, HostSnapshot, sample_once
 
 REACHED = ("ok", "no-gpu")
@@ -73,9 +73,9 @@ def look_once(host_profiles, accept_new_host: bool) -> list[HostSnapshot]:
 
 
 def run_tui(host_profiles, interval: float, accept_new_host: bool) -> None:
+    from devenv.cli.monitor_services import services_for
     from devenv.services.monitor import HostSampler
     from devenv.tui.monitor_app import create_monitor_app
-    from devenv.cli.monitor_services import services_for
 
     by_name = {p.name: p for p in host_profiles}
 

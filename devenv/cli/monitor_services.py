@@ -8,8 +8,8 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Iterator
 
-from devenv import profiles
 from devenv.cli.common import connect, resolve_env
+from devenv.config import profiles
 from devenv.errors import DevenvError
 from devenv.tui.monitor_app import MonitorServices
 
@@ -36,7 +36,7 @@ def services_for(host_profiles: dict, accept_new_host: bool = False) -> MonitorS
             yield from prov.logs(env_name(name), tail=LOG_TAIL, follow=True)
 
     def up(name: str) -> str:
-        from devenv.image_context import BuildInputs
+        from devenv.env.image_context import BuildInputs
         from devenv.services import provision
         from devenv.services.preflight import run_check
 
@@ -65,7 +65,7 @@ def services_for(host_profiles: dict, accept_new_host: bool = False) -> MonitorS
 
     def open_jupyter(name: str) -> str:
         from devenv.cli.envcommon import open_forwards
-        from devenv.envspec import CONTAINER_PORTS
+        from devenv.env.spec import CONTAINER_PORTS
         from devenv.services import jupyter
 
         profile, env = host_profiles[name], resolve_env(host_profiles[name], None)

@@ -7,9 +7,9 @@ from pathlib import Path
 import click
 import yaml
 
-from devenv import profiles
 from devenv.cli import main
 from devenv.cli.render import emit_json
+from devenv.config import profiles
 from devenv.errors import ProfileError
 
 
@@ -75,7 +75,7 @@ def validate(files: tuple[Path, ...], kind: str | None) -> None:
 
 
 def _is_user(source: Path | None) -> bool:
-    from devenv import paths
+    from devenv.config import paths
 
     return bool(source) and paths.user_profiles_dir() in Path(source).parents
 

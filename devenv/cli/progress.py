@@ -7,7 +7,7 @@ import time
 
 import click
 
-from devenv.envinfo import ProgressEvent
+from devenv.env.info import ProgressEvent
 
 
 class ProgressPrinter:

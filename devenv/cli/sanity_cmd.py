@@ -6,10 +6,10 @@ import contextlib
 
 import click
 
-from devenv import profiles
 from devenv.cli import main
 from devenv.cli.common import accept_new_host_option, connect, env_option, resolve_env
 from devenv.cli.render import STATUS_STYLE, emit_json
+from devenv.config import profiles
 from devenv.sanity.verdict import FAIL, NO_GPU, fmt
 
 EXIT_FAIL, EXIT_NO_GPU = 1, 4

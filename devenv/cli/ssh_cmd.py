@@ -13,11 +13,12 @@ import subprocess
 
 import click
 
-from devenv import openssh, paths, profiles
 from devenv.cli import main
 from devenv.cli.common import accept_new_host_option, connect, env_option, resolve_env
 from devenv.cli.envcommon import open_provisioner
+from devenv.config import paths, profiles
 from devenv.errors import DevenvError
+from devenv.remote import openssh
 
 
 def ssh_files() -> tuple:

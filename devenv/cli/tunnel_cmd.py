@@ -6,10 +6,10 @@ import re
 
 import click
 
-from devenv import profiles
 from devenv.cli import main
 from devenv.cli.common import accept_new_host_option, connect, env_option, resolve_env
 from devenv.cli.envcommon import hold, open_forwards, open_provisioner
+from devenv.config import profiles
 
 _SPEC = re.compile(r"^(\d{1,5})(?::(\d{1,5}))?$")
 

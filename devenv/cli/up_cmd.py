@@ -6,13 +6,19 @@ import sys
 
 import click
 
-from devenv import profiles
 from devenv.cli import main
 from devenv.cli.common import accept_new_host_option, connect, env_option, resolve_env
-from devenv.cli.envcommon import build_input_options, hold, open_forwards, open_provisioner, print_access
+from devenv.cli.envcommon import (
+    build_input_options,
+    hold,
+    open_forwards,
+    open_provisioner,
+    print_access,
+)
 from devenv.cli.progress import ProgressPrinter
 from devenv.cli.render import emit_json, print_checks
-from devenv.image_context import BuildInputs
+from devenv.config import profiles
+from devenv.env.image_context import BuildInputs
 from devenv.services import provision
 from devenv.services.preflight import run_check
 

@@ -5,10 +5,23 @@
     report.verdict  # "pass" | "warn" | "fail" | "unknown";  report.to_dict() for JSON
 """
 
-from devenv.compat.arch import BuildSuggestion, builds_for, check_toolkit_arch, check_torch_arch
+from devenv.compat.arch import (
+    BuildSuggestion,
+    builds_for,
+    check_toolkit_arch,
+    check_torch_arch,
+)
 from devenv.compat.driver import check_driver
 from devenv.compat.judge import judge
-from devenv.compat.report import FAIL, PASS, UNKNOWN, WARN, CompatReport, Finding, Status
+from devenv.compat.report import (
+    FAIL,
+    PASS,
+    UNKNOWN,
+    WARN,
+    CompatReport,
+    Finding,
+    Status,
+)
 from devenv.compat.tables import GpuModel, Tables, load_tables, wheel_from_arch_list
 from devenv.compat.versions import (
     CompatInputError,

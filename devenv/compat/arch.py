@@ -12,7 +12,13 @@ from typing import Literal, Sequence
 
 from devenv.compat.report import FAIL, PASS, UNKNOWN, WARN, Finding
 from devenv.compat.tables import Tables, TorchWheel, wheel_from_arch_list
-from devenv.compat.versions import ComputeCapability, CudaVersion, DriverVersion, TorchBuild, cuda_from_tag
+from devenv.compat.versions import (
+    ComputeCapability,
+    CudaVersion,
+    DriverVersion,
+    TorchBuild,
+    cuda_from_tag,
+)
 
 NO_KERNEL_IMAGE = "RuntimeError: CUDA error: no kernel image is available for execution on the device"
 # torch/cuda/__init__.py _check_cubins (2.x): printed at CUDA init when no SASS of the GPU's major is present.

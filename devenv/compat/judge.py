@@ -20,7 +20,6 @@ from devenv.compat.versions import (
     parse_torch,
 )
 
-
 _SEGMENT = {"datacenter": "data-center", "workstation": "workstation", "consumer": "consumer"}
 
 

@@ -16,7 +16,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from devenv import paths
+from devenv.config import paths
 from devenv.errors import DevenvError
 
 

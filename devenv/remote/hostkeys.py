@@ -18,7 +18,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from devenv import paths
+from devenv.config import paths
 from devenv.errors import HostKeyError
 
 _write_lock = threading.Lock()

@@ -18,7 +18,7 @@ _lock = threading.Lock()
 
 
 def get_connection(host, *, accept_new_host: bool = False) -> Connection:
-    """The pooled connection for a devenv.profiles.HostProfile (LocalConnection for a `local` host).
+    """The pooled connection for a devenv.config.profiles.HostProfile (LocalConnection for a `local` host).
 
     accept_new_host=True lets the connection record an unknown host key (never a changed one)."""
     key = (host.name, host.local, host.ssh)

@@ -34,7 +34,7 @@ _MAX_CONCURRENT_RUNS = 6
 
 class SSHConnection:
     def __init__(self, target, *, name: str | None = None, accept_new_host: bool = False):
-        """target: a devenv.profiles.SSHTarget, or an already ResolvedTarget."""
+        """target: a devenv.config.profiles.SSHTarget, or an already ResolvedTarget."""
         self._target = target
         self.name = name or getattr(target, "label", None) or target.alias or target.hostname
         self.accept_new_host = accept_new_host

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import paramiko
 
-from devenv import paths
+from devenv.config import paths
 from devenv.errors import ConnectError
 
 DEFAULT_CONNECT_TIMEOUT = 15.0   # OpenSSH waits for the OS's TCP timeout (minutes); we prefer a clear error
@@ -59,7 +59,7 @@ def load_config(path: Path | None = None) -> paramiko.SSHConfig:
 
 
 def resolve(target, config: paramiko.SSHConfig | None = None) -> ResolvedTarget:
-    """target: a devenv.profiles.SSHTarget (duck-typed so this module stays free of L0 cycles)."""
+    """target: a devenv.config.profiles.SSHTarget (duck-typed so this module stays free of L0 cycles)."""
     config = config if config is not None else load_config()
     name = target.alias or target.hostname
     if not name:

@@ -17,9 +17,9 @@ import threading
 import time
 from dataclasses import dataclass
 
-from devenv import openssh
+from devenv.config.profiles import HostProfile
 from devenv.errors import ConnectError, DevenvError
-from devenv.profiles import HostProfile
+from devenv.remote import openssh
 from devenv.remote.base import Connection
 
 READY_TIMEOUT = 20.0

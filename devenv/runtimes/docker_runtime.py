@@ -17,8 +17,15 @@ import docker.errors
 import requests
 from docker.types import DeviceRequest, Ulimit
 
-from devenv import envspec
-from devenv.envinfo import BuildFailed, ContainerInfo, ImageInfo, LimitRefused, PortInUse, ProgressEvent
+from devenv.env import spec as envspec
+from devenv.env.info import (
+    BuildFailed,
+    ContainerInfo,
+    ImageInfo,
+    LimitRefused,
+    PortInUse,
+    ProgressEvent,
+)
 from devenv.errors import ConnectError, DevenvError
 from devenv.remote.base import Connection
 from devenv.runtimes import docker_api

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from devenv.config.profiles import HostProfile
 from devenv.errors import ProfileError
-from devenv.profiles import HostProfile
 from devenv.remote.base import Connection
 
 

@@ -13,8 +13,8 @@ import json
 import shlex
 from typing import Iterator
 
+from devenv.config.profiles import HostProfile
 from devenv.errors import CommandFailed, DevenvError
-from devenv.profiles import HostProfile
 from devenv.remote.base import Connection
 
 ROOT = "~/.devenv/envs"

@@ -12,10 +12,12 @@ from __future__ import annotations
 import time
 from typing import Callable
 
-from devenv import __version__, envspec, envstate
-from devenv.envinfo import EnvStatus
+from devenv import __version__
+from devenv.config.profiles import EnvProfile, HostProfile
+from devenv.env import spec as envspec
+from devenv.env import state as envstate
+from devenv.env.info import EnvStatus
 from devenv.errors import DevenvError
-from devenv.profiles import EnvProfile, HostProfile
 from devenv.services import jupyter
 from devenv.services.provision import PreflightFailed, UpEvents, UpOptions, UpResult
 

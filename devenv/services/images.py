@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Callable
 
-from devenv import image_context
-from devenv.envinfo import ImageInfo, ProgressEvent
-from devenv.image_context import BuildInputs
-from devenv.profiles import EnvProfile
+from devenv.config.profiles import EnvProfile
+from devenv.env import image_context
+from devenv.env.image_context import BuildInputs
+from devenv.env.info import ImageInfo, ProgressEvent
 
 Progress = Callable[[ProgressEvent], None]
 

@@ -20,11 +20,23 @@ from dataclasses import dataclass, field, replace
 from typing import Callable, Iterator
 
 from devenv.errors import ConnectError, DevenvError, HostKeyError
-from devenv.gpu_sample import (
-    APPS_BEGIN, APPS_END, FIELD_ALIASES, GPU_FIELDS, AppsFrame, Gap, GpuHistory, GpuSample, ProcessSample,
-    apps_query_command, gpu_query_command, invalid_field, parse_apps_frame, parse_gpu_line,
+from devenv.gpu.nvsmi import explain_failure
+from devenv.gpu.sample import (
+    APPS_BEGIN,
+    APPS_END,
+    FIELD_ALIASES,
+    GPU_FIELDS,
+    AppsFrame,
+    Gap,
+    GpuHistory,
+    GpuSample,
+    ProcessSample,
+    apps_query_command,
+    gpu_query_command,
+    invalid_field,
+    parse_apps_frame,
+    parse_gpu_line,
 )
-from devenv.nvsmi import explain_failure
 from devenv.remote.base import Connection, Result
 
 # Host states, in the words the UI shows.

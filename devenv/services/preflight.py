@@ -7,11 +7,11 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
 
-from devenv import host_checks as hc
-from devenv.compat_bridge import compat_checks
-from devenv.profiles import EnvProfile, HostProfile
+from devenv.checks import host as hc
+from devenv.checks.compat_findings import compat_checks
+from devenv.checks.report import CheckReport, CheckResult
+from devenv.config.profiles import EnvProfile, HostProfile
 from devenv.remote.base import Connection
-from devenv.report import CheckReport, CheckResult
 
 PROBE_TIMEOUT = 30.0
 

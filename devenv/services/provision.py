@@ -14,11 +14,19 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from devenv import __version__, envspec, envstate
-from devenv.envinfo import EnvStatus, LimitRefused, PortInUse, ProgressEvent, status_from_container
+from devenv import __version__
+from devenv.config.profiles import EnvProfile, HostProfile
+from devenv.env import spec as envspec
+from devenv.env import state as envstate
+from devenv.env.image_context import BuildInputs
+from devenv.env.info import (
+    EnvStatus,
+    LimitRefused,
+    PortInUse,
+    ProgressEvent,
+    status_from_container,
+)
 from devenv.errors import DevenvError
-from devenv.image_context import BuildInputs
-from devenv.profiles import EnvProfile, HostProfile
 from devenv.services import images, jupyter
 
 AUTHORIZED_KEYS_FILE = "/etc/devenv/authorized_keys"

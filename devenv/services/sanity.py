@@ -16,7 +16,14 @@ from typing import Callable, Sequence
 from devenv.errors import CommandFailed, CommandTimeout, DevenvError
 from devenv.remote.base import Connection, quote
 from devenv.sanity import SCRIPT_NAME, script_bytes
-from devenv.sanity.verdict import Context, SkuTable, Verdict, context_for, judge_report, judge_result
+from devenv.sanity.verdict import (
+    Context,
+    SkuTable,
+    Verdict,
+    context_for,
+    judge_report,
+    judge_result,
+)
 
 SUITES = ("quick", "full")
 STAGES = ("matmul", "memcpy", "probe", "gpt", "resnet", "compile", "pergpu", "ddp")  # as sanity_run.py names them

@@ -12,8 +12,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from devenv.config.paths import state_dir, write_private
 from devenv.errors import DevenvError
-from devenv.paths import state_dir, write_private
 from devenv.sanity.verdict import Verdict, num
 
 CHANGE_NOTE = 0.10  # a change under 10% is within run-to-run noise for these short measurements

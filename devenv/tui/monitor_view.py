@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import io
+from dataclasses import dataclass
 
 from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from devenv import gpu_format as fmt
-from devenv.gpu_sample import GpuSample, sparkline
+from devenv.gpu import format as fmt
+from devenv.gpu.sample import GpuSample, sparkline
 from devenv.services.monitor import HostSnapshot
 
 STATE_STYLE = {

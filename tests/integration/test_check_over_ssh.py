@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from sshd_fixture import SSHD, make_key
 
 from devenv.cli import main
 from devenv.remote import pool
-from sshd_fixture import SSHD, make_key
 
 FIX = Path(__file__).parent.parent / "fixtures" / "nvidia-smi"
 

@@ -12,13 +12,13 @@ import time
 import uuid
 
 import pytest
+from monitor_helpers import REPLAY_DIR, wait_until
 
-from devenv import paths
-from devenv.gpu_sample import Gap, GpuSample
-from devenv.profiles import HostProfile, SSHTarget
+from devenv.config import paths
+from devenv.config.profiles import HostProfile, SSHTarget
+from devenv.gpu.sample import Gap, GpuSample
 from devenv.remote.pool import close_all, get_connection
 from devenv.services.monitor import OK, RECONNECTING, HostSampler
-from monitor_helpers import REPLAY_DIR, wait_until
 from testhost import testhost, testhost_env, use_testhost  # noqa: F401  (fixtures)
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
@@ -166,8 +166,8 @@ def test_keys_reach_the_provisioning_service_on_the_test_host(testhost, use_test
     """What j/u/d, the env state and the logs pane call, against the real Docker test host, for an owner with no
     environment there: each answers plainly (no environment), nothing is created or removed."""
     from devenv.cli.monitor_services import services_for
+    from devenv.config.profiles import load_host
     from devenv.errors import DevenvError
-    from devenv.profiles import load_host
 
     monkeypatch.setenv("DEVENV_OWNER", f"monitor-test-{uuid.uuid4().hex[:6]}")
     services = services_for({"testbox": load_host("testbox")})

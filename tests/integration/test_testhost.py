@@ -8,7 +8,7 @@ import subprocess
 import docker
 import pytest
 
-from devenv.profiles import load_host
+from devenv.config.profiles import load_host
 from testhost import testhost, testhost_env, use_testhost  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.integration

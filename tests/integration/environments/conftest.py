@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-
 from sshd_fixture import free_port
+
 from testhost import apply_testhost_env, testhost, testhost_env  # noqa: F401  (fixtures, used by name)
 
 REPO = Path(__file__).resolve().parents[3]

@@ -10,7 +10,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from conftest import docker, processes_mentioning, read_url
 from jupyter_client import JupyterClient
 

@@ -13,7 +13,6 @@ import textwrap
 import time
 
 import pytest
-
 from conftest import SLIM_IMAGE, docker, read_url
 from jupyter_client import JupyterClient
 

@@ -11,7 +11,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import processes_mentioning, read_url
 from jupyter_client import JupyterClient
 

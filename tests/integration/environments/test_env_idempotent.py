@@ -7,7 +7,6 @@ import json
 import time
 
 import pytest
-
 from conftest import docker, processes_mentioning
 from jupyter_client import JupyterClient
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from jupyter_client import JupyterClient
 
 pytestmark = pytest.mark.integration

@@ -11,8 +11,8 @@ import re
 import shlex
 from typing import Any, Protocol
 
-from devenv import nvsmi
-from devenv.report import FAIL, INFO, PASS, SKIP, WARN, CheckResult
+from devenv.checks.report import FAIL, INFO, PASS, SKIP, WARN, CheckResult
+from devenv.gpu import nvsmi
 
 
 class Output(Protocol):

@@ -14,8 +14,8 @@ import re
 import shlex
 from pathlib import Path
 
-from devenv import paths
-from devenv.profiles import HostProfile
+from devenv.config import paths
+from devenv.config.profiles import HostProfile
 
 _ALIAS_SAFE = re.compile(r"[^A-Za-z0-9._-]")
 

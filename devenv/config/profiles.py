@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 import yaml
 
-from devenv import paths
+from devenv.config import paths
 from devenv.errors import ProfileError
 
 KINDS = ("hosts", "envs")

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from devenv import envspec
+from devenv.env import spec as envspec
 from devenv.errors import DevenvError
 
 

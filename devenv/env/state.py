@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from devenv import paths
+from devenv.config import paths
 
 _SAFE = re.compile(r"[^A-Za-z0-9._-]")
 

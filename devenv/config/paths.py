@@ -45,10 +45,10 @@ def known_hosts_path() -> Path:
 
 def bundled_dir(name: str) -> Path:
     """Bundled `profiles` or `images`: inside an installed wheel, else at the checkout's root."""
-    packaged = Path(__file__).parent / "_bundled" / name
+    packaged = Path(__file__).resolve().parent.parent / "_bundled" / name
     if packaged.is_dir():
         return packaged
-    return Path(__file__).resolve().parent.parent / name
+    return Path(__file__).resolve().parent.parent.parent / name
 
 
 def ensure_private_dir(path: Path) -> Path:

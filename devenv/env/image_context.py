@@ -15,9 +15,9 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from devenv import paths
+from devenv.config import paths
+from devenv.config.profiles import EnvProfile
 from devenv.errors import DevenvError, ProfileError
-from devenv.profiles import EnvProfile
 
 WHEEL_SUFFIXES = (".whl", ".tar.gz", ".zip")
 # Bundled files that never go into a context (docs, editor droppings).

@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from devenv.profiles import EnvProfile
+from devenv.config.profiles import EnvProfile
 
 LABEL = "org.devenv"
 MANAGED = f"{LABEL}.managed"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-from devenv.gpu_sample import GpuSample, ProcessSample
+from devenv.gpu.sample import GpuSample, ProcessSample
 
 NA = "-"
 

@@ -9,11 +9,11 @@ from __future__ import annotations
 from typing import Any
 
 from devenv import compat
+from devenv.checks.host import status_of
+from devenv.checks.report import SKIP, CheckResult
+from devenv.config.profiles import EnvProfile
 from devenv.errors import DevenvError
-from devenv.host_checks import status_of
-from devenv.nvsmi import GpuInfo
-from devenv.profiles import EnvProfile
-from devenv.report import SKIP, CheckResult
+from devenv.gpu.nvsmi import GpuInfo
 
 
 def compat_checks(env: EnvProfile, inventory: list[GpuInfo], image: dict[str, Any] | None,

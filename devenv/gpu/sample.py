@@ -12,9 +12,9 @@ from collections import deque
 from dataclasses import asdict, dataclass, field
 from typing import Iterable
 
-from devenv.nvsmi import NA_VALUES, parse_csv, query_command
-from devenv.nvsmi import to_float as _float
-from devenv.nvsmi import to_int as _int
+from devenv.gpu.nvsmi import NA_VALUES, parse_csv, query_command
+from devenv.gpu.nvsmi import to_float as _float
+from devenv.gpu.nvsmi import to_int as _int
 
 # What one streamed line carries (order matters: it is the CSV column order).
 GPU_FIELDS = (

@@ -1,0 +1,1 @@
+"""Profiles and where devenv keeps its files (L0)."""
