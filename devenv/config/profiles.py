@@ -42,6 +42,8 @@ class HostProfile:
     python: str = "python3"
     default_env: str = "cuda"
     groups: tuple[str, ...] = ()
+    engine: str = "auto"              # container engine: auto (docker if its CLI is there, else podman) | docker | podman
+    gpu_devices: str = "auto"         # how GPUs reach containers: auto (podman: cdi, docker: toolkit) | toolkit | cdi
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -225,6 +227,8 @@ HOST_SCHEMA: dict[str, Callable] = {
     "python": _string,
     "default_env": _string,
     "groups": _list_of_strings,
+    "engine": _choice("auto", "docker", "podman"),
+    "gpu_devices": _choice("auto", "toolkit", "cdi"),
 }
 
 ENV_SCHEMA: dict[str, Callable] = {
