@@ -13,6 +13,8 @@ import socket
 import threading
 from collections.abc import Callable
 
+import paramiko
+
 from devenv.errors import DevenvError
 from devenv.remote.base import Connection
 from devenv.remote.tunnels import Forward, _pump, no_delay, transport_of
@@ -55,7 +57,7 @@ class CommandTunnel:
             no_delay(transport.sock)
             channel = transport.open_session(timeout=15)
             channel.exec_command(self.command_for(f))
-        except (OSError, EOFError, paramiko.SSHException, DevenvError):  # refused, or connection gone: drop this client
+        except (OSError, EOFError, paramiko.SSHException, DevenvError):  # refused or gone: drop this client
             client.close()
             return
         _pump(client, channel, self._closed)
