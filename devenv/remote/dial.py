@@ -168,7 +168,8 @@ def _session(sock, hop: ResolvedTarget, accept_new_host: bool) -> paramiko.Trans
         preferred = hostkeys.preferred_key_types(known)
         if preferred:
             options = transport.get_security_options()
-            offered = list(options.key_types)
+            # paramiko appends the certificate variants itself (preferred_keys); list them to reorder them
+            offered = [k for k in transport.preferred_keys if k.count("-cert-v01@") <= 1]
             options.key_types = [k for k in preferred if k in offered] + [k for k in offered if k not in preferred]
         done = threading.Event()
         limit = max(HANDSHAKE_TIMEOUT, hop.connect_timeout)
