@@ -116,7 +116,15 @@ def parse_docker_json(out: Output) -> dict[str, Any] | None:
             try:
                 return json.loads(line)
             except json.JSONDecodeError:
-                return None
+                break
+    # podman prints `--format '{{json .}}'` of an inspect as an indented array
+    start = out.stdout.find("[")
+    try:
+        data = json.loads(out.stdout[start:]) if start >= 0 else None
+    except json.JSONDecodeError:
+        return None
+    if isinstance(data, list) and data and isinstance(data[0], dict):
+        return data[0]
     return None
 
 

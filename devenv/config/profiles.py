@@ -44,6 +44,8 @@ class HostProfile:
     python: str = "python3"
     default_env: str = "cuda"
     groups: tuple[str, ...] = ()
+    engine: str = "auto"              # container engine: auto (docker if its CLI is there, else podman) | docker | podman
+    gpu_devices: str = "auto"         # how GPUs reach containers: auto (podman: cdi, docker: toolkit) | toolkit | cdi
     slurm: SlurmSettings | None = None      # runtime: slurm: what each environment job asks the scheduler for
 
     def to_dict(self) -> dict[str, Any]:
@@ -246,6 +248,8 @@ HOST_SCHEMA: dict[str, Callable] = {
     "python": _string,
     "default_env": _string,
     "groups": _list_of_strings,
+    "engine": _choice("auto", "docker", "podman"),
+    "gpu_devices": _choice("auto", "toolkit", "cdi"),
     "slurm": _slurm,
 }
 

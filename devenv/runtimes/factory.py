@@ -36,7 +36,7 @@ def open_runtime(host: HostProfile, conn: Connection):
     if host.runtime == "docker":
         from devenv.runtimes.docker_runtime import DockerRuntime
 
-        return DockerRuntime.connect(conn, host.name, host.local)
+        return DockerRuntime.connect(conn, host.name, host.local, host.engine, host.gpu_devices)
     if host.runtime == "host":
         from devenv.runtimes.host_runtime import HostRuntime
 
