@@ -10,8 +10,8 @@ from devenv.config.profiles import HostProfile
 from devenv.errors import ProfileError
 from devenv.remote.base import Connection
 
-# `runtime: auto` (every host named by an ssh destination): Docker where the host has a docker CLI, else the
-# bare host. Asked once per connection: one `command -v docker` round trip.
+# `runtime: auto` (every host named by an ssh destination): the container runtime where the host has a docker
+# (or podman) CLI, else the bare host. Asked once per connection: one `command -v` round trip.
 _decided: "weakref.WeakKeyDictionary[object, str]" = weakref.WeakKeyDictionary()
 _decided_lock = threading.Lock()
 
@@ -23,7 +23,8 @@ def settle(host: HostProfile, conn: Connection) -> HostProfile:
     with _decided_lock:
         runtime = _decided.get(conn)
     if runtime is None:
-        has_docker = conn.run("command -v docker >/dev/null 2>&1", timeout=30).ok
+        has_docker = conn.run("command -v docker >/dev/null 2>&1 || command -v podman >/dev/null 2>&1",
+                              timeout=30).ok
         runtime = "docker" if has_docker else "host"
         with _decided_lock:
             _decided[conn] = runtime
