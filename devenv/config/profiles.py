@@ -244,7 +244,7 @@ HOST_SCHEMA: dict[str, Callable] = {
     "description": _string,
     "local": _bool,
     "ssh": _ssh_target,
-    "runtime": _choice("docker", "host", "slurm"),
+    "runtime": _choice("docker", "host", "slurm", "auto"),
     "python": _string,
     "default_env": _string,
     "groups": _list_of_strings,

@@ -13,19 +13,24 @@ from devenv.checks.compat_findings import compat_checks
 from devenv.checks.report import CheckReport, CheckResult
 from devenv.config.profiles import EnvProfile, HostProfile
 from devenv.remote.base import Connection
+from devenv.runtimes.factory import settle
 
 PROBE_TIMEOUT = 30.0
 
 
-def measure_latency(conn: Connection, rounds: int = 3) -> float:
-    """Median round trip of a no-op command, in ms (the first call also opens the connection)."""
+def measure_latency(conn: Connection, rounds: int = 3) -> tuple[float | None, float]:
+    """(network round trip, command start-up), medians in ms. The network one is an SSH keepalive request
+    and its reply (no shell involved); the command one runs `true` through the login shell, so a slow
+    ~/.bashrc shows there and not as network latency. The first call also opens the connection."""
     conn.run("true", timeout=PROBE_TIMEOUT)
+    ping = getattr(conn, "ping", None)
+    network = statistics.median(ping() * 1000 for _ in range(rounds)) if ping else None
     samples = []
     for _ in range(rounds):
         start = time.perf_counter()
         conn.run("true", timeout=PROBE_TIMEOUT)
         samples.append((time.perf_counter() - start) * 1000)
-    return statistics.median(samples)
+    return network, statistics.median(samples)
 
 
 def run_check(
@@ -36,8 +41,9 @@ def run_check(
 ) -> CheckReport:
     """Every check for `host` running `env`. Connection failures raise (nothing else can be checked)."""
     started = time.perf_counter()
-    latency = measure_latency(conn)  # raises ConnectError: the one fatal condition
-    results: list[CheckResult] = [hc.judge_ssh(host.local, latency, _target(host))]
+    network_ms, command_ms = measure_latency(conn)  # raises ConnectError: the one fatal condition
+    host = settle(host, conn)  # `runtime: auto`: docker if the host has it, else the bare host
+    results: list[CheckResult] = [hc.judge_ssh(host.local, network_ms, _target(host), command_ms)]
     emit = on_result or (lambda r: None)
     emit(results[0])
 
