@@ -19,6 +19,8 @@ cp .gpupodman/slirp4netns /tmp/.pod/bin/ && cp .gpupodman/libslirp.so.0 /tmp/.po
 # No CNI plugins here: containers get their own network namespace through slirp4netns, which also publishes
 # their ports on the host's 127.0.0.1 (what devenv asks for).
 mkdir -p /etc/containers/containers.conf.d
+# the kit's /etc/containers comes from the machine that prepared it: drop that test host's own settings
+rm -f /etc/containers/containers.conf.d/50-devenv-testhost.conf
 printf '[containers]\nnetns = "slirp4netns"\n' > /etc/containers/containers.conf.d/90-devenv-proof.conf
 pkill -f "podman system service" ; sleep 0.5
 export PATH=/tmp/.pod/bin:$PATH LD_LIBRARY_PATH=/tmp/.pod/lib
@@ -27,7 +29,7 @@ for _ in $(seq 50); do [ -S /run/podman/podman.sock ] && break; sleep 0.1; done
 # SSH sessions (dropbear) start with a plain PATH: podman must be found there as on any podman host.
 printf '#!/bin/sh\nLD_LIBRARY_PATH=/tmp/.pod/lib PATH=/tmp/.pod/bin:$PATH exec /tmp/.pod/bin/podman "$@"\n' > /usr/local/bin/podman
 chmod +x /usr/local/bin/podman
-unset LD_LIBRARY_PATH
+unset LD_LIBRARY_PATH; export PATH=${PATH#/tmp/.pod/bin:}   # from here on, `podman` is the wrapper, as over SSH
 cat /etc/cdi/nvidia.yaml | head -n 20 >"$OUT/cdi-spec-head.yaml"
 export PYTHONPATH=/tmp/site:$PWD
 TORCH_PY=/opt/torch/.venv/bin/python3
