@@ -125,9 +125,8 @@ def test_a_background_child_holding_stdout_does_not_hang_run(kind, request):
 
 def test_check_true_raises_command_failed_with_stderr(server, key):
     trust(server)
-    with SSHConnection(target(server, key), name="box") as conn:
-        with pytest.raises(CommandFailed) as ei:
-            conn.run("echo something broke >&2; exit 7", check=True)
+    with SSHConnection(target(server, key), name="box") as conn, pytest.raises(CommandFailed) as ei:
+        conn.run("echo something broke >&2; exit 7", check=True)
     err = ei.value
     assert err.result.exit_code == 7 and "exit code 7" in err.message and "something broke" in err.message
 

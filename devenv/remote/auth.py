@@ -35,9 +35,9 @@ def authenticate(transport: paramiko.Transport, target: ResolvedTarget) -> None:
             if publics[path] is not None and publics[path] in attempt.offered:
                 continue  # the agent already offered this key
             key = attempt.load(path)
-            if key is not None and key.asbytes() not in attempt.offered:
-                if attempt.offer(key, f"{path} ({short_type(key.get_name())} {key.fingerprint})"):
-                    return
+            if (key is not None and key.asbytes() not in attempt.offered
+                    and attempt.offer(key, f"{path} ({short_type(key.get_name())} {key.fingerprint})")):
+                return
         raise attempt.failure(agent_present=agent is not None, paths=paths)
     finally:
         if agent:

@@ -77,7 +77,7 @@ def _connect(hop: ResolvedTarget, via: paramiko.Transport | None, via_hop: Resol
         raise ConnectError(f"cannot connect to {hop.label} at {hop.address}: connection refused",
                            f"is sshd running and listening on port {hop.port}? check Port in the profile or "
                            "~/.ssh/config") from None
-    except (socket.timeout, TimeoutError):
+    except TimeoutError:
         raise ConnectError(f"cannot connect to {hop.label} at {hop.address}: no answer within "
                            f"{hop.connect_timeout:g}s",
                            "the host may be down or a firewall drops SSH; if it is only reachable through a "

@@ -36,7 +36,7 @@ class ResolvedTarget:
     connect_timeout: float
     server_alive_interval: float
     server_alive_count_max: int = 3
-    jumps: tuple["ResolvedTarget", ...] = ()   # hops in dialling order, flattened
+    jumps: tuple[ResolvedTarget, ...] = ()   # hops in dialling order, flattened
     proxy_command: str | None = None
 
     @property
@@ -55,7 +55,8 @@ def load_config(path: Path | None = None) -> paramiko.SSHConfig:
     try:
         return paramiko.SSHConfig.from_path(str(path))
     except Exception as e:  # paramiko raises several types for a malformed file
-        raise ConnectError(f"cannot read ssh config {path}: {e}", "fix the line it names (see `man ssh_config`)")
+        raise ConnectError(f"cannot read ssh config {path}: {e}",
+                           "fix the line it names (see `man ssh_config`)") from None
 
 
 def resolve(target, config: paramiko.SSHConfig | None = None) -> ResolvedTarget:

@@ -10,7 +10,7 @@ import io
 import re
 import tarfile
 import time
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 import docker
 import docker.errors
@@ -53,7 +53,7 @@ class DockerRuntime:
         self.host = host_name
 
     @classmethod
-    def connect(cls, conn: Connection, host_name: str, local: bool) -> "DockerRuntime":
+    def connect(cls, conn: Connection, host_name: str, local: bool) -> DockerRuntime:
         return cls(docker_api.client_for(conn, local), host_name)
 
     def close(self) -> None:
@@ -191,7 +191,8 @@ class DockerRuntime:
                                  environment=req.environment, hostname=req.hostname,
                                  ports=[(p, "tcp") for p in req.ports], host_config=host_config, detach=True)
         except docker.errors.ImageNotFound:
-            raise DevenvError(f"image {req.image} is not on {self.host}", "run `devenv up` again to pull or build it")
+            raise DevenvError(f"image {req.image} is not on {self.host}",
+                              "run `devenv up` again to pull or build it") from None
         return created["Id"]
 
     def put_files(self, container: str, files: list[tuple[str, bytes, int]]) -> None:
