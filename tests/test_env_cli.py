@@ -11,11 +11,16 @@ def run(*args: str):
     return CliRunner().invoke(main, list(args))
 
 
-def test_unknown_host_is_a_profile_error_for_every_command():
+def test_a_name_that_is_no_profile_is_an_ssh_destination_for_every_command():
+    """No profile named no-such-host: it is tried as `ssh no-such-host` would be (cannot resolve: exit 3);
+    a name that cannot be an ssh destination is bad input (exit 2)."""
     for command in (["up"], ["down"], ["logs"], ["jupyter"], ["ssh"], ["image", "build"]):
-        result = run(*command, "no-such-host")
+        result = run(*command, "no-such-host.invalid")
+        assert result.exit_code == 3, (command, result.output)
+        assert "cannot resolve host name 'no-such-host.invalid'" in result.output and "Hint:" in result.output
+        result = run(*command, "no such host")
         assert result.exit_code == 2, (command, result.output)
-        assert "unknown host 'no-such-host'" in result.output and "Hint:" in result.output
+        assert "neither a host profile nor an ssh destination" in result.output and "Hint:" in result.output
 
 
 def test_tunnel_rejects_bad_port_specs_before_connecting():

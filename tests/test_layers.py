@@ -25,7 +25,7 @@ def layer_of(module: str) -> str | None:
         return None  # runs on the GPU host with torch, never imported by the laptop side
     if len(parts) > 1 and parts[1] in ("cli", "tui"):
         return "L3"
-    if len(parts) > 1 and parts[1] in ("remote", "runtimes"):
+    if len(parts) > 1 and parts[1] in ("remote", "runtimes", "schedulers"):
         return "L1"
     if len(parts) > 1 and parts[1] == "services":
         return "L2"

@@ -13,7 +13,7 @@ from devenv.config import paths
 from devenv.config.profiles import SSHTarget
 from devenv.errors import ConnectError, HostKeyError
 from devenv.remote import hostkeys
-from devenv.remote.sshconfig import parse_hop, resolve
+from devenv.remote.sshconfig import local_user, parse_hop, resolve
 
 
 @pytest.fixture(autouse=True)
@@ -58,6 +58,8 @@ def test_profile_fields_override_the_config_file_like_ssh_flags(home):
           ProxyJump bastion
           ConnectTimeout 5
     """)
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "k").write_text("")  # ssh drops an -i file that does not exist
     r = resolve(SSHTarget(alias="gpu", hostname="10.9.9.9", user="me", port=22, identity_file="~/k",
                           proxy_jump=("none",), connect_timeout=2.5))
     assert (r.hostname, r.user, r.port, r.connect_timeout) == ("10.9.9.9", "me", 22, 2.5)
@@ -67,8 +69,10 @@ def test_profile_fields_override_the_config_file_like_ssh_flags(home):
 
 def test_defaults_without_any_config_file():
     r = resolve(SSHTarget(hostname="box.example"))
-    assert (r.hostname, r.port, r.user, r.identity_files, r.identities_only) == ("box.example", 22, "localme", (),
-                                                                              False)
+    # the default user is the real uid's login name, as OpenSSH takes it, not $USER (set to "localme" here)
+    assert (r.hostname, r.port, r.user, r.identity_files, r.identities_only) == ("box.example", 22, local_user(),
+                                                                              (), False)
+    assert local_user() != "localme"
     assert (r.connect_timeout, r.server_alive_interval) == (15, 30)
 
 
@@ -101,7 +105,7 @@ def test_proxyjump_hops_resolve_each_with_their_own_section_and_first_hop_recurs
     r = resolve(SSHTarget(alias="gpu"))
     assert [(j.label, j.user, j.hostname, j.port) for j in r.jumps] == [
         ("outer", "o", "1.1.1.1", 22),           # bastion's own ProxyJump, dialled first
-        ("bastion", "localme", "3.3.3.3", 22),
+        ("bastion", local_user(), "3.3.3.3", 22),
         ("admin@inner:2300", "admin", "2.2.2.2", 2300),
     ]
     assert all(j.jumps == () for j in r.jumps)
@@ -163,7 +167,7 @@ def test_known_hosts_forms_plain_port_wildcard_negation_and_junk(tmp_path):
     assert hostkeys.known_keys("ported.example", 2222) and not hostkeys.known_keys("ported.example", 22)
     assert not hostkeys.known_keys("plain.example", 2222)  # a non-22 port needs its [host]:port entry
     assert hostkeys.known_keys("a100.lab", 22) and not hostkeys.known_keys("evil.lab", 22)
-    assert not hostkeys.known_keys("x.ca.example", 22)  # host certificates are not trusted by us
+    assert [k.ca for k in hostkeys.known_keys("x.ca.example", 22)] == [True]  # a CA, never a host key itself
     hostkeys.verify("box", "plain.example", 22, key_type, blob, accept_new=False)
 
 

@@ -65,13 +65,32 @@ def python_probe(python: str) -> str:
 
 # --- judges ------------------------------------------------------------------------------------------
 
-def judge_ssh(local: bool, latency_ms: float | None, target: str) -> CheckResult:
+SLOW_NETWORK_MS = 200
+SLOW_SHELL_MS = 500
+
+
+def judge_ssh(local: bool, latency_ms: float | None, target: str, command_ms: float | None = None) -> CheckResult:
+    """latency_ms: the SSH-level round trip (the network and sshd); command_ms: running `true` through the
+    login shell. What the second adds beyond the first is shell start-up, judged with its own hint."""
     if local:
         return CheckResult("ssh", "SSH reachable", SKIP, "this machine (no SSH)")
-    status = PASS if latency_ms is not None and latency_ms < 200 else WARN
-    remedy = None if status == PASS else "high latency: tunnels and the TUI will feel slow; a closer jump host may help"
-    return CheckResult("ssh", "SSH reachable", status, f"{target}, round trip {latency_ms:.0f} ms", remedy,
-                       {"latency_ms": round(latency_ms, 1)})
+    shell_ms = max(0.0, command_ms - (latency_ms or 0.0)) if command_ms is not None else None
+    parts, remedies = [target], []
+    if latency_ms is not None:
+        parts.append(f"round trip {latency_ms:.0f} ms")
+        if latency_ms >= SLOW_NETWORK_MS:
+            remedies.append("high network latency: tunnels and the TUI will feel slow; a closer jump host may help")
+    if shell_ms is not None:
+        parts.append(f"shell start-up {shell_ms:.0f} ms")
+        if shell_ms >= SLOW_SHELL_MS:
+            remedies.append("slow shell start-up on the host (every devenv command pays it): look for slow lines "
+                            "in ~/.bashrc / ~/.profile there (e.g. conda or pyenv init); time them with "
+                            "`time bash -lic true`")
+    details = {"latency_ms": round(latency_ms, 1) if latency_ms is not None else None,
+               "shell_startup_ms": round(shell_ms, 1) if shell_ms is not None else None,
+               "command_ms": round(command_ms, 1) if command_ms is not None else None}
+    return CheckResult("ssh", "SSH reachable", WARN if remedies else PASS, ", ".join(parts),
+                       "; ".join(remedies) or None, details)
 
 
 def judge_os(out: Output) -> CheckResult:
@@ -99,7 +118,15 @@ def parse_docker_json(out: Output) -> dict[str, Any] | None:
             try:
                 return json.loads(line)
             except json.JSONDecodeError:
-                return None
+                break
+    # podman prints `--format '{{json .}}'` of an inspect as an indented array
+    start = out.stdout.find("[")
+    try:
+        data = json.loads(out.stdout[start:]) if start >= 0 else None
+    except json.JSONDecodeError:
+        return None
+    if isinstance(data, list) and data and isinstance(data[0], dict):
+        return data[0]
     return None
 
 

@@ -53,6 +53,7 @@ from devenv.cli import (  # noqa: E402
     compat_cmd,  # noqa: E402,F401
     down_cmd,  # noqa: E402,F401
     exec_cmd,  # noqa: E402,F401
+    hosts_cmd,  # noqa: E402,F401
     image_cmd,  # noqa: E402,F401
     jupyter_cmd,  # noqa: E402,F401
     logs_cmd,  # noqa: E402,F401

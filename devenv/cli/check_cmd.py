@@ -1,35 +1,76 @@
-"""`devenv check HOST`: can this host run my environment? Each check with the value seen and a remedy."""
+"""`devenv check HOST...`: can this host run my environment? Each check with the value seen and a remedy."""
 
 from __future__ import annotations
 
 import click
 
 from devenv.cli import main
-from devenv.cli.common import accept_new_host_option, connect, env_option, resolve_env
+from devenv.cli.common import (
+    EXIT_FAILED,
+    accept_new_host_option,
+    connect,
+    env_option,
+    host_names,
+    load_host,
+    per_host,
+    resolve_env,
+    worst_exit_code,
+)
 from devenv.cli.render import emit_json, print_checks
-from devenv.config import profiles
 from devenv.services.preflight import run_check
 
 
+def _check_one(name: str, env: str | None, accept_new_host: bool):
+    host_profile = load_host(name)
+    env_profile = resolve_env(host_profile, env)
+    conn = connect(host_profile, accept_new_host)
+    return run_check(conn, host_profile, env_profile)
+
+
 @main.command()
-@click.argument("host")
+@click.argument("hosts", nargs=-1, required=True, metavar="HOST...")
 @env_option
 @accept_new_host_option
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
-def check(host: str, env: str | None, accept_new_host: bool, as_json: bool) -> None:
+def check(hosts: tuple[str, ...], env: str | None, accept_new_host: bool, as_json: bool) -> None:
     """Check HOST before touching it: SSH, OS, disk, Docker, NVIDIA driver, toolkit, CUDA and arch compatibility.
 
-    Exits 0 only when no check fails (warnings allowed).
+    HOST is a host profile, an @group, an ssh alias or user@host[:port]. Exits 0 only when no check fails
+    (warnings allowed), 1 when one fails, 3 when the host cannot be reached, 2 for a bad name.
     """
-    host_profile = profiles.load_host(host)
-    env_profile = resolve_env(host_profile, env)
-    conn = connect(host_profile, accept_new_host)
+    names = host_names(hosts)
+    if len(names) == 1 and not hosts[0].startswith("@"):
+        host_profile = load_host(names[0])
+        env_profile = resolve_env(host_profile, env)
+        conn = connect(host_profile, accept_new_host)
+        if not as_json:
+            click.echo(f"Checking {names[0]} for environment '{env_profile.name}'...", err=True)
+        report = run_check(conn, host_profile, env_profile)
+        if as_json:
+            emit_json(report.to_dict())
+        else:
+            print_checks(report)
+        if not report.ok:
+            raise SystemExit(EXIT_FAILED)
+        return
     if not as_json:
-        click.echo(f"Checking {host} for environment '{env_profile.name}'...", err=True)
-    report = run_check(conn, host_profile, env_profile)
+        click.echo(f"Checking {', '.join(names)}...", err=True)
+    results = per_host(names, lambda n: _check_one(n, env, accept_new_host))
+    codes = [err.exit_code if err else (0 if report.ok else EXIT_FAILED) for _, report, err in results]
     if as_json:
-        emit_json(report.to_dict())
+        emit_json({"schema_version": 1, "hosts": {
+            name: report.to_dict() if report else {"error": err.message, "hint": err.hint,
+                                                    "exit_code": err.exit_code}
+            for name, report, err in results}})
     else:
-        print_checks(report)
-    if not report.ok:
-        raise SystemExit(1)
+        for name, report, err in results:
+            click.secho(f"== {name}", bold=True)
+            if report is not None:
+                print_checks(report)
+            elif err is not None:
+                click.secho(f"Error: {err.message}", fg="red")
+                if err.hint:
+                    click.secho(f"Hint: {err.hint}", fg="yellow")
+    code = worst_exit_code(codes)
+    if code:
+        raise SystemExit(code)

@@ -1,14 +1,27 @@
-"""Options and steps every host command shares: environment choice, host-key acceptance, connecting."""
+"""Options and steps every host command shares: naming hosts, environment choice, host-key acceptance,
+connecting, running over several hosts, and the one exit-code contract.
+
+Exit codes (every command): 0 ok, 1 a check or verdict failed, 2 bad input, 3 cannot connect, 4 no GPU proven,
+70 internal error (a bug). Over several hosts (@group), the most telling code wins: 70, 2, 3, 4, then 1.
+"""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
 
 import click
 
-from devenv.config import profiles
+from devenv.config import hostref, profiles
 from devenv.config.profiles import EnvProfile, HostProfile
+from devenv.errors import DevenvError
 from devenv.remote.base import Connection
+
+T = TypeVar("T")
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_CONNECT, EXIT_NO_GPU, EXIT_INTERNAL = 0, 1, 2, 3, 4, 70
+_PRIORITY = (EXIT_INTERNAL, EXIT_BAD_INPUT, EXIT_CONNECT, EXIT_NO_GPU, EXIT_FAILED)
 
 env_option = click.option(
     "--env", "-e", "env", metavar="ENV",
@@ -29,3 +42,34 @@ def connect(host: HostProfile, accept_new_host: bool = False) -> Connection:
     from devenv.remote.pool import get_connection
 
     return get_connection(host, accept_new_host=accept_new_host)
+
+
+def load_host(name: str) -> HostProfile:
+    """A host profile, or an ssh alias / user@host[:port] with the bundled defaults (config.hostref)."""
+    return hostref.load_host(name)
+
+
+def host_names(names: tuple[str, ...] | list[str]) -> list[str]:
+    """Names with each @group replaced by its hosts."""
+    return hostref.expand(list(names))
+
+
+def worst_exit_code(codes: list[int]) -> int:
+    """One exit code for several hosts: 0 when all are 0, else the most telling one (see the module doc)."""
+    failing = [c for c in codes if c]
+    for code in _PRIORITY:
+        if code in failing:
+            return code
+    return max(failing, default=EXIT_OK)
+
+
+def per_host(names: list[str], work: Callable[[str], T]) -> list[tuple[str, T | None, DevenvError | None]]:
+    """work(name) for every host in parallel; a failing host gives its error, and never stops the others."""
+    def one(name: str):
+        try:
+            return name, work(name), None
+        except DevenvError as e:
+            return name, None, e
+
+    with ThreadPoolExecutor(max_workers=min(8, len(names) or 1)) as pool:
+        return list(pool.map(one, names))

@@ -7,10 +7,9 @@ import sys
 import click
 
 from devenv.cli import main
-from devenv.cli.common import accept_new_host_option, connect, env_option, resolve_env
+from devenv.cli.common import accept_new_host_option, connect, env_option, load_host, resolve_env
 from devenv.cli.envcommon import open_provisioner
 from devenv.cli.render import emit_json
-from devenv.config import profiles
 from devenv.errors import DevenvError
 
 
@@ -23,7 +22,7 @@ from devenv.errors import DevenvError
 @click.option("--json", "as_json", is_flag=True, help="Print what was removed as JSON.")
 def down(host: str, env: str | None, accept_new_host: bool, purge: bool, assume_yes: bool, as_json: bool) -> None:
     """Stop and remove the environment on HOST. The workspace is kept for the next `up` unless --purge."""
-    host_profile = profiles.load_host(host)
+    host_profile = load_host(host)
     env_profile = resolve_env(host_profile, env)
     conn = connect(host_profile, accept_new_host)
     with open_provisioner(host_profile, conn, with_key=False) as (prov, _):

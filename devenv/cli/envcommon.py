@@ -40,8 +40,10 @@ def open_runtime(host: HostProfile, conn: Connection) -> Iterator[object]:
 def open_provisioner(host: HostProfile, conn: Connection, with_key: bool = True):
     """(Provisioner for the host's runtime, the key environments accept) for the command's duration."""
     from devenv.remote.envkey import ensure_key
+    from devenv.runtimes.factory import settle
     from devenv.services.provision import Provisioner
 
+    host = settle(host, conn)  # `runtime: auto` (an ssh destination): docker if the host has it, else the host
     key = ensure_key() if with_key and host.runtime == "docker" else None
     with open_runtime(host, conn) as runtime:
         if host.runtime == "host":

@@ -7,9 +7,18 @@ import sys
 import click
 
 from devenv.cli import main
-from devenv.cli.common import accept_new_host_option, connect, env_option, resolve_env
+from devenv.cli.common import (
+    EXIT_FAILED,
+    accept_new_host_option,
+    connect,
+    env_option,
+    host_names,
+    load_host,
+    per_host,
+    resolve_env,
+    worst_exit_code,
+)
 from devenv.cli.envcommon import open_provisioner
-from devenv.config import profiles
 
 
 @main.command(context_settings={"ignore_unknown_options": True})
@@ -20,12 +29,17 @@ from devenv.config import profiles
 def exec(host: str, env: str | None, accept_new_host: bool, command: tuple[str, ...]) -> None:  # noqa: A001
     """Run COMMAND in the environment on HOST (put `--` before it), streaming its output.
 
-    Exits with the command's exit code.
+    Exits with the command's exit code (3 when the host cannot be reached). HOST may be an @group: the
+    command runs on every host in parallel, each host's output is printed under its name, and the exit code
+    is 0 only when it succeeded everywhere.
     """
     argv = list(command[1:] if command[:1] == ("--",) else command)
     if not argv:
         raise click.UsageError("give a command after --, e.g. devenv exec HOST -- nvidia-smi")
-    host_profile = profiles.load_host(host)
+    if host.startswith("@"):
+        _exec_group(host_names([host]), env, accept_new_host, argv)
+        return
+    host_profile = load_host(host)
     env_profile = resolve_env(host_profile, env)
     conn = connect(host_profile, accept_new_host)
     with open_provisioner(host_profile, conn, with_key=False) as (prov, _):
@@ -39,3 +53,39 @@ def exec(host: str, env: str | None, accept_new_host: bool, command: tuple[str, 
                 sys.stderr.buffer.flush()
         code = exit_code()
     raise SystemExit(code)
+
+
+def _exec_group(names: list[str], env: str | None, accept_new_host: bool, argv: list[str]) -> None:
+    def one(name: str) -> tuple[bytes, bytes, int]:
+        host_profile = load_host(name)
+        env_profile = resolve_env(host_profile, env)
+        conn = connect(host_profile, accept_new_host)
+        out, err = bytearray(), bytearray()
+        with open_provisioner(host_profile, conn, with_key=False) as (prov, _):
+            chunks, exit_code = prov.exec(env_profile.name, argv)
+            for o, e in chunks:
+                out += o or b""
+                err += e or b""
+            return bytes(out), bytes(err), exit_code()
+
+    results = per_host(names, one)
+    codes = []
+    for name, done, error in results:
+        click.secho(f"== {name}", bold=True)
+        if done is not None:
+            out, err, code = done
+            sys.stdout.buffer.write(out)
+            sys.stdout.flush()
+            sys.stderr.buffer.write(err)
+            sys.stderr.flush()
+            codes.append(EXIT_FAILED if code else 0)
+            if code:
+                click.secho(f"{name}: exit code {code}", fg="red", err=True)
+        elif error is not None:
+            click.secho(f"Error: {error.message}", fg="red", err=True)
+            if error.hint:
+                click.secho(f"Hint: {error.hint}", fg="yellow", err=True)
+            codes.append(error.exit_code)
+    code = worst_exit_code(codes)
+    if code:
+        raise SystemExit(code)

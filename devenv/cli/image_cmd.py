@@ -5,10 +5,9 @@ from __future__ import annotations
 import click
 
 from devenv.cli import main
-from devenv.cli.common import accept_new_host_option, connect, env_option, resolve_env
+from devenv.cli.common import accept_new_host_option, connect, env_option, load_host, resolve_env
 from devenv.cli.envcommon import build_input_options, open_runtime
 from devenv.cli.progress import ProgressPrinter
-from devenv.config import profiles
 from devenv.env.image_context import BuildInputs
 from devenv.errors import DevenvError
 from devenv.services import images
@@ -31,9 +30,9 @@ def build(host: str, env: str | None, accept_new_host: bool, ca_bundle: str | No
 
     Steps that did not change are reused from the host's build cache. A failing build names its step.
     """
-    host_profile = profiles.load_host(host)
+    host_profile = load_host(host)
     env_profile = resolve_env(host_profile, env)
-    if host_profile.runtime != "docker":
+    if host_profile.runtime == "host":
         raise DevenvError(f"{host} uses runtime '{host_profile.runtime}': there is no image to build",
                           "image build is for hosts with `runtime: docker`")
     inputs = BuildInputs.from_options(ca_bundle, wheelhouse, offline)

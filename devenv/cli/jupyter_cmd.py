@@ -7,9 +7,8 @@ import webbrowser
 import click
 
 from devenv.cli import main
-from devenv.cli.common import accept_new_host_option, connect, env_option, resolve_env
+from devenv.cli.common import accept_new_host_option, connect, env_option, load_host, resolve_env
 from devenv.cli.envcommon import hold, open_forwards, open_provisioner
-from devenv.config import profiles
 from devenv.env.spec import CONTAINER_PORTS
 from devenv.services import jupyter
 
@@ -24,7 +23,7 @@ from devenv.services import jupyter
 def jupyter_cmd(host: str, env: str | None, accept_new_host: bool, local_port: int | None,
                 open_browser: bool) -> None:
     """Open a tunnel to the environment's Jupyter on HOST and print its URL (with the token) until Ctrl-C."""
-    host_profile = profiles.load_host(host)
+    host_profile = load_host(host)
     env_profile = resolve_env(host_profile, env)
     conn = connect(host_profile, accept_new_host)
     with open_provisioner(host_profile, conn, with_key=False) as (prov, _):

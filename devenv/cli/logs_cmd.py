@@ -5,9 +5,8 @@ from __future__ import annotations
 import click
 
 from devenv.cli import main
-from devenv.cli.common import accept_new_host_option, connect, env_option, resolve_env
+from devenv.cli.common import accept_new_host_option, connect, env_option, load_host, resolve_env
 from devenv.cli.envcommon import open_provisioner
-from devenv.config import profiles
 
 
 @main.command()
@@ -21,7 +20,7 @@ def logs(host: str, env: str | None, accept_new_host: bool, follow: bool, tail: 
     """Print the environment's log on HOST (with -f, follow it)."""
     if tail != "all" and not tail.isdigit():
         raise click.BadParameter("give a number of lines or 'all'", param_hint="--tail")
-    host_profile = profiles.load_host(host)
+    host_profile = load_host(host)
     env_profile = resolve_env(host_profile, env)
     conn = connect(host_profile, accept_new_host)
     with open_provisioner(host_profile, conn, with_key=False) as (prov, _):

@@ -9,10 +9,9 @@ from concurrent.futures import ThreadPoolExecutor
 import click
 
 from devenv.cli import main
-from devenv.cli.common import accept_new_host_option, connect
+from devenv.cli.common import accept_new_host_option, connect, host_names, load_host, worst_exit_code
 from devenv.cli.render import emit_json
-from devenv.config import profiles
-from devenv.errors import DevenvError
+from devenv.errors import ConnectError, DevenvError
 from devenv.gpu.format import once_table
 from devenv.services.monitor import ERROR, HostSnapshot, sample_once
 
@@ -29,18 +28,23 @@ REACHED = ("ok", "no-gpu")
 def monitor(hosts: tuple[str, ...], once: bool, as_json: bool, interval: float, accept_new_host: bool) -> None:
     """Watch GPUs, processes, logs and environments on HOSTs (default: every host with a running environment).
 
-    --once exits 1 when a host could not be reached (a host without a GPU is reported, not an error).
+    HOSTs are profiles, @groups, ssh aliases or user@host[:port]. --once exits 3 when a host could not be
+    reached (the others are still shown; a host without a GPU is reported, not an error), 2 for a bad name.
     """
-    host_profiles = [profiles.load_host(name) for name in (hosts or default_hosts())]
+    host_profiles = [load_host(name) for name in host_names(hosts or default_hosts())]
     if once or as_json:
-        snapshots = look_once(host_profiles, accept_new_host)
+        codes: dict[str, int] = {}
+        snapshots = look_once(host_profiles, accept_new_host, codes)
         if as_json:
             emit_json({"hosts": [s.to_dict() for s in snapshots]})
         else:
             click.echo(once_table(snapshots))
         failed = [s.host for s in snapshots if s.state not in REACHED]
         if failed:
-            raise DevenvError(f"could not sample {', '.join(failed)}", "see the message under each host above")
+            code = worst_exit_code([codes.get(name, ConnectError.exit_code) for name in failed])
+            error = DevenvError(f"could not sample {', '.join(failed)}", "see the message under each host above")
+            error.exit_code = code
+            raise error
         return
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
         raise DevenvError("devenv monitor needs a terminal", "use `devenv monitor HOST --once [--json]` in scripts")
@@ -60,12 +64,17 @@ def default_hosts() -> list[str]:
     return names
 
 
-def look_once(host_profiles, accept_new_host: bool) -> list[HostSnapshot]:
-    """Sample every host once, in parallel; an unreachable host becomes an error row, not an exception."""
+def look_once(host_profiles, accept_new_host: bool, codes: dict[str, int] | None = None) -> list[HostSnapshot]:
+    """Sample every host once, in parallel; an unreachable host becomes an error row, not an exception
+    (its exit code goes into `codes`)."""
     def one(profile) -> HostSnapshot:
         try:
-            return sample_once(connect(profile, accept_new_host))
+            conn = connect(profile, accept_new_host)
+            getattr(conn, "open", lambda: None)()  # connection errors here, with their own exit code
+            return sample_once(conn)
         except DevenvError as e:
+            if codes is not None:
+                codes[profile.name] = e.exit_code
             return HostSnapshot(profile.name, ERROR, time.time(), e.message, e.hint)
 
     with ThreadPoolExecutor(max_workers=min(16, len(host_profiles) or 1)) as pool:

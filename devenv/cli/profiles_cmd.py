@@ -27,6 +27,8 @@ def list_profiles(as_json: bool) -> None:
         for name in profiles.names(kind):
             source = profiles.source_of(kind, name)
             origin = "user" if _is_user(source) else "bundled"
+            if origin == "bundled" and kind == "hosts" and _is_example(name):
+                origin = "example"
             rows.append({"kind": kind[:-1], "name": name, "origin": origin, "source": str(source)})
     if as_json:
         emit_json(rows)
@@ -87,3 +89,12 @@ def _plain(value):
     if isinstance(value, (list, tuple)):
         return [_plain(v) for v in value]
     return value
+
+
+def _is_example(name: str) -> bool:
+    from devenv.config import hostref
+
+    try:
+        return hostref.is_example(profiles.load_host(name))
+    except ProfileError:
+        return False

@@ -7,16 +7,24 @@ import contextlib
 import click
 
 from devenv.cli import main
-from devenv.cli.common import accept_new_host_option, connect, env_option, resolve_env
+from devenv.cli.common import (
+    accept_new_host_option,
+    connect,
+    env_option,
+    host_names,
+    load_host,
+    per_host,
+    resolve_env,
+    worst_exit_code,
+)
 from devenv.cli.render import STATUS_STYLE, emit_json
-from devenv.config import profiles
 from devenv.sanity.verdict import FAIL, NO_GPU, fmt
 
 EXIT_FAIL, EXIT_NO_GPU = 1, 4
 
 
 @main.command()
-@click.argument("host")
+@click.argument("hosts", nargs=-1, required=True, metavar="HOST...")
 @click.option("--suite", type=click.Choice(["quick", "full"]), default="quick", show_default=True,
               help="quick: about a minute on an H200; full: adds torch.compile, longer runs, multi-GPU DDP.")
 @env_option
@@ -31,17 +39,23 @@ EXIT_FAIL, EXIT_NO_GPU = 1, 4
 @click.option("--no-save", is_flag=True, help="Do not save the report under devenv's state folder.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report and verdict as JSON.")
 @accept_new_host_option
-def sanity(host: str, suite: str, env: str | None, python: str | None, on_host: bool, only: str,
+def sanity(hosts: tuple[str, ...], suite: str, env: str | None, python: str | None, on_host: bool, only: str,
            inject: str | None, compare_last: bool, no_save: bool, as_json: bool, accept_new_host: bool) -> None:
     """Prove HOST's GPU delivers: matmul rates and memory bandwidth against its SKU, repeatable results,
     and GPT- and ResNet-style training in fp32, TF32, fp16 + GradScaler and bf16.
 
-    Exits 0 on pass or warn, 1 when a check fails, 4 when there is no GPU (nothing about a GPU was proven).
+    Exits 0 on pass or warn, 1 when a check fails, 4 when there is no GPU (nothing about a GPU was proven),
+    3 when the host cannot be reached. HOST may be an @group: the hosts run in parallel, a verdict each.
     """
+    names = host_names(hosts)
+    if len(names) > 1 or hosts[0].startswith("@"):
+        _sanity_group(names, suite, env, python, on_host, only, inject, no_save, as_json, accept_new_host)
+        return
+    host = names[0]
     from devenv.services import sanity_history as history
     from devenv.services.sanity import run_sanity
 
-    host_profile = profiles.load_host(host)
+    host_profile = load_host(host)
     conn = connect(host_profile, accept_new_host)
     stages = tuple(s.strip() for s in only.split(",") if s.strip())
     on_event = None if as_json else _live_printer()
@@ -73,9 +87,52 @@ def sanity(host: str, suite: str, env: str | None, python: str | None, on_host: 
         raise SystemExit(EXIT_NO_GPU)
 
 
+def _sanity_group(names, suite, env, python, on_host, only, inject, no_save, as_json, accept_new_host) -> None:
+    """Every host of a group in parallel (no live lines), then a summary per host and the worst exit code."""
+    from devenv.services import sanity_history as history
+    from devenv.services.sanity import run_sanity
+
+    stages = tuple(s.strip() for s in only.split(",") if s.strip())
+
+    def one(name: str):
+        host_profile = load_host(name)
+        conn = connect(host_profile, accept_new_host)
+        with _target(host_profile, conn, env, on_host) as (target, default_python, _where):
+            result = run_sanity(target, python=python or default_python, suite=suite, on_event=None,
+                                inject=inject, only=stages)
+        if not no_save:
+            history.save_report(name, result.report, result.verdict, suite=suite)
+        return result
+
+    if not as_json:
+        click.echo(f"Running the {suite} sanity suite on {', '.join(names)}...", err=True)
+    results = per_host(names, one)
+    codes = [err.exit_code if err else {FAIL: EXIT_FAIL, NO_GPU: EXIT_NO_GPU}.get(r.verdict.status, 0)
+             for _, r, err in results]
+    if as_json:
+        emit_json({"schema_version": 1, "hosts": {
+            name: r.to_dict() if r else {"error": err.message, "hint": err.hint, "exit_code": err.exit_code}
+            for name, r, err in results}})
+    else:
+        for name, r, err in results:
+            click.secho(f"== {name}", bold=True)
+            if r is not None:
+                _print_summary(r)
+            elif err is not None:
+                click.secho(f"Error: {err.message}", fg="red")
+                if err.hint:
+                    click.secho(f"Hint: {err.hint}", fg="yellow")
+    code = worst_exit_code(codes)
+    if code:
+        raise SystemExit(code)
+
+
 @contextlib.contextmanager
 def _target(host_profile, conn, env_flag, on_host):
     """Where the program runs: the environment's container on a Docker host, else the host itself."""
+    from devenv.runtimes.factory import settle
+
+    host_profile = settle(host_profile, conn)  # `runtime: auto`: docker if the host has it
     if host_profile.runtime != "docker" or on_host:
         yield conn, host_profile.python, f"host python {host_profile.python}"
         return

@@ -14,11 +14,12 @@ import subprocess
 import click
 
 from devenv.cli import main
-from devenv.cli.common import accept_new_host_option, connect, env_option, resolve_env
+from devenv.cli.common import accept_new_host_option, connect, env_option, load_host, resolve_env
 from devenv.cli.envcommon import open_provisioner
-from devenv.config import paths, profiles
+from devenv.config import paths
 from devenv.errors import DevenvError
 from devenv.remote import openssh
+from devenv.runtimes.factory import settle
 
 
 def ssh_files() -> tuple:
@@ -49,16 +50,20 @@ def write_env_entry(host, env_name: str, port: int, host_key: str, identity_file
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 def ssh(host: str, env: str | None, accept_new_host: bool, show_config: bool, command: tuple[str, ...]) -> None:
     """Open a shell inside the environment on HOST (or run COMMAND after --), with OpenSSH."""
-    host_profile = profiles.load_host(host)
+    host_profile = load_host(host)
     env_profile = resolve_env(host_profile, env)
     ssh_binary = shutil.which("ssh")
     if ssh_binary is None and not show_config:
         raise DevenvError("OpenSSH's `ssh` is not installed on this machine",
                           "install openssh-client (apt install openssh-client), or use `devenv exec HOST -- CMD`")
+    conn = None
+    if host_profile.runtime == "auto" and not show_config:
+        conn = connect(host_profile, accept_new_host)
+        host_profile = settle(host_profile, conn)
     if host_profile.runtime == "host" and not host_profile.local and not show_config:
         # No second sshd: the environment is the host, whose own sshd serves the shell.
         _run_ssh([ssh_binary, *openssh.host_options(host_profile), *_command(command)])
-    conn = connect(host_profile, accept_new_host)
+    conn = conn or connect(host_profile, accept_new_host)
     with open_provisioner(host_profile, conn) as (prov, key):
         port, host_key = prov.ssh_target(env_profile.name)
     alias = write_env_entry(host_profile, env_profile.name, port, host_key, key.private_path)

@@ -2,28 +2,23 @@
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
-
 import click
 
 from devenv.cli import main
-from devenv.cli.common import accept_new_host_option, connect
+from devenv.cli.common import accept_new_host_option, connect, host_names, load_host, per_host, worst_exit_code
 from devenv.cli.envcommon import open_provisioner
 from devenv.cli.render import emit_json
-from devenv.config import profiles
+from devenv.config import hostref
 from devenv.errors import DevenvError
 
 STATE_COLOR = {"running": "green", "created": "yellow", "exited": "red", "restarting": "red", "absent": None}
 
 
-def _host_status(name: str, accept_new_host: bool) -> tuple[str, list, str | None]:
-    try:
-        host = profiles.load_host(name)
-        conn = connect(host, accept_new_host)
-        with open_provisioner(host, conn, with_key=False) as (prov, _):
-            return name, prov.status(), None
-    except DevenvError as exc:
-        return name, [], exc.message + (f" ({exc.hint})" if exc.hint else "")
+def _host_status(name: str, accept_new_host: bool) -> list:
+    host = load_host(name)
+    conn = connect(host, accept_new_host)
+    with open_provisioner(host, conn, with_key=False) as (prov, _):
+        return prov.status()
 
 
 @main.command()
@@ -31,17 +26,22 @@ def _host_status(name: str, accept_new_host: bool) -> tuple[str, list, str | Non
 @accept_new_host_option
 @click.option("--json", "as_json", is_flag=True, help="Print the environments as JSON.")
 def status(hosts: tuple[str, ...], accept_new_host: bool, as_json: bool) -> None:
-    """Environments on HOSTs (default: every host profile), read from the hosts themselves.
+    """Environments on HOSTs (profiles, @groups, ssh aliases or user@host[:port]; default: your host profiles
+    and this machine, not the bundled examples), read from the hosts themselves.
 
-    Exits 1 when a host could not be asked.
+    Exits 3 when a host could not be reached (the others are still shown), 2 for a bad host name.
     """
-    names = list(hosts) or profiles.names("hosts")
-    with ThreadPoolExecutor(max_workers=min(8, len(names) or 1)) as pool:
-        results = list(pool.map(lambda n: _host_status(n, accept_new_host), names))
-    failed = [(name, error) for name, _, error in results if error]
+    names = host_names(hosts) if hosts else hostref.default_status_hosts()
+    results = [(name, found or [], err) for name, found, err in
+               per_host(names, lambda n: _host_status(n, accept_new_host))]
+    # a bundled example (a100-box) that does not resolve here is shown as an example, never as a failure
+    examples = {name: err for name, _, err in results if err and _is_example(name)}
+    results = [(name, found, None if name in examples else err) for name, found, err in results]
+    failed = [(name, err.message + (f" ({err.hint})" if err.hint else "")) for name, _, err in results if err]
     if as_json:
-        emit_json({"environments": [s.to_dict() for _, found, _ in results for s in found],
-                   "errors": {name: error for name, error in failed}})
+        emit_json({"schema_version": 1, "environments": [s.to_dict() for _, found, _ in results for s in found],
+                   "errors": {name: error for name, error in failed},
+                   "examples": {name: err.message for name, err in examples.items()}})
     else:
         rows = [s for _, found, _ in results for s in found]
         if rows:
@@ -57,5 +57,16 @@ def status(hosts: tuple[str, ...], accept_new_host: bool, as_json: bool) -> None
             click.echo(f"No environments on {', '.join(names)}.")
         for name, error in failed:
             click.secho(f"{name}: {error}", fg="red", err=True)
-    if failed:
-        raise SystemExit(1)
+        for name, err in examples.items():
+            click.secho(f"{name}: bundled example profile, not reachable from here ({err.message}); "
+                        f"write your own with `devenv hosts add {name} --ssh ALIAS`", fg="yellow", err=True)
+    code = worst_exit_code([err.exit_code for _, _, err in results if err])
+    if code:
+        raise SystemExit(code)
+
+
+def _is_example(name: str) -> bool:
+    try:
+        return hostref.is_example(load_host(name))
+    except DevenvError:
+        return False

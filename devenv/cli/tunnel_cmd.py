@@ -7,9 +7,8 @@ import re
 import click
 
 from devenv.cli import main
-from devenv.cli.common import accept_new_host_option, connect, env_option, resolve_env
+from devenv.cli.common import accept_new_host_option, connect, env_option, load_host, resolve_env
 from devenv.cli.envcommon import hold, open_forwards, open_provisioner
-from devenv.config import profiles
 
 _SPEC = re.compile(r"^(\d{1,5})(?::(\d{1,5}))?$")
 
@@ -27,7 +26,7 @@ def tunnel(host: str, ports: tuple[str, ...], env: str | None, accept_new_host: 
         if not match or not all(0 < int(p) < 65536 for p in match.groups() if p):
             raise click.BadParameter(f"'{spec}' is not PORT or PORT:LOCAL", param_hint="PORTS")
         wanted_ports.append((int(match.group(1)), int(match.group(2)) if match.group(2) else None))
-    host_profile = profiles.load_host(host)
+    host_profile = load_host(host)
     env_profile = resolve_env(host_profile, env)
     conn = connect(host_profile, accept_new_host)
     with open_provisioner(host_profile, conn, with_key=False) as (prov, _):

@@ -7,7 +7,7 @@ import sys
 import click
 
 from devenv.cli import main
-from devenv.cli.common import accept_new_host_option, connect, env_option, resolve_env
+from devenv.cli.common import accept_new_host_option, connect, env_option, load_host, resolve_env
 from devenv.cli.envcommon import (
     build_input_options,
     hold,
@@ -17,7 +17,6 @@ from devenv.cli.envcommon import (
 )
 from devenv.cli.progress import ProgressPrinter
 from devenv.cli.render import emit_json, print_checks
-from devenv.config import profiles
 from devenv.env.image_context import BuildInputs
 from devenv.services import provision
 from devenv.services.preflight import run_check
@@ -53,7 +52,7 @@ def up(host: str, env: str | None, accept_new_host: bool, detach: bool, assume_y
     Running it again is safe: a running environment with the same spec is only reattached; a changed one is
     shown as a diff and recreated on confirmation, keeping the workspace; a half-made one is finished.
     """
-    host_profile = profiles.load_host(host)
+    host_profile = load_host(host)
     env_profile = resolve_env(host_profile, env)
     conn = connect(host_profile, accept_new_host)
     events = CliEvents()

@@ -14,6 +14,8 @@ from typing import Any
 
 import yaml
 
+from devenv.cluster.slurm_job import SettingError, SlurmSettings
+from devenv.cluster.slurm_job import validate as validate_slurm
 from devenv.config import paths
 from devenv.errors import ProfileError
 
@@ -43,6 +45,9 @@ class HostProfile:
     python: str = "python3"
     default_env: str = "cuda"
     groups: tuple[str, ...] = ()
+    engine: str = "auto"              # container engine: auto (docker if its CLI is there, else podman) | docker | podman
+    gpu_devices: str = "auto"         # how GPUs reach containers: auto (podman: cdi, docker: toolkit) | toolkit | cdi
+    slurm: SlurmSettings | None = None      # runtime: slurm: what each environment job asks the scheduler for
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -218,14 +223,35 @@ def _build(ctx, node, where):
     return BuildSpec(**values)
 
 
+def _slurm(ctx, node, where):
+    """`slurm:` of a login node's host profile; each value checked as Slurm would take it, and as one word."""
+    values = _fields(ctx, node, where, {
+        "partition": _string, "account": _string, "qos": _string, "time": _string,
+        "nodes": lambda c, n, w: _int(c, n, w, 1, 4096),
+        "gpus_per_node": lambda c, n, w: _int(c, n, w, 0, 64), "gpu_type": _string,
+        "cpus_per_gpu": lambda c, n, w: _int(c, n, w, 1, 1024), "mem_per_gpu": _string,
+        "cpus_per_node": lambda c, n, w: _int(c, n, w, 1, 100000), "mem": _string,
+        "constraint": _string, "extra_sbatch": _list_of_strings, "queue_timeout": _number,
+    })
+    settings = SlurmSettings(**values)
+    try:
+        return validate_slurm(settings)
+    except SettingError as exc:
+        field_node = next((v for k, v in node.value if k.value == exc.field), node)
+        raise ctx.fail(field_node, f"{where}.{exc.field}", exc.problem, exc.hint) from None
+
+
 HOST_SCHEMA: dict[str, Callable] = {
     "description": _string,
     "local": _bool,
     "ssh": _ssh_target,
-    "runtime": _choice("docker", "host"),
+    "runtime": _choice("docker", "host", "slurm", "auto"),
     "python": _string,
     "default_env": _string,
     "groups": _list_of_strings,
+    "engine": _choice("auto", "docker", "podman"),
+    "gpu_devices": _choice("auto", "toolkit", "cdi"),
+    "slurm": _slurm,
 }
 
 ENV_SCHEMA: dict[str, Callable] = {
@@ -276,6 +302,14 @@ def parse_host(text: str, name: str, source: str) -> HostProfile:
         raise ProfileError(f"{source}: a host cannot be both 'local: true' and have 'ssh'", "remove one of them")
     if not values.get("local") and "ssh" not in values:
         raise ProfileError(f"{source}: field 'ssh' is missing", "add\nssh:\n  alias: <an ~/.ssh/config Host>\n(or 'local: true' for this machine)")
+    if values.get("runtime") == "slurm":
+        if values.get("local"):
+            raise ProfileError(f"{source}: runtime: slurm needs 'ssh' to the cluster's login node, not 'local: true'",
+                               "write\nssh:\n  alias: <the login node's ~/.ssh/config Host>")
+        values.setdefault("slurm", SlurmSettings())
+    elif "slurm" in values:
+        raise ProfileError(f"{source}: field 'slurm' is set but runtime is '{values.get('runtime', 'docker')}'",
+                           "add runtime: slurm (a Slurm login node), or remove slurm:")
     return HostProfile(name=name, source=source, **values)
 
 

@@ -62,6 +62,8 @@ class EnvStatus:
     created: str = ""
     started_at: str = ""
     detail: str = ""
+    job_id: str | None = None        # a scheduler's job holding it (scheduler backends), else None
+    nodes: list[str] = field(default_factory=list)   # the nodes it runs on, when not the host itself
 
     @property
     def running(self) -> bool:

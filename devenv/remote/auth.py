@@ -1,18 +1,24 @@
 """Public-key authentication in OpenSSH's order: ssh-agent keys, then IdentityFile keys (or ~/.ssh/id_*).
 
-IdentitiesOnly keeps agent keys to those matching a configured identity (by its .pub or its private half).
+The agent is the one IdentityAgent names (`none`: no agent; unset: $SSH_AUTH_SOCK). IdentitiesOnly keeps agent
+keys to those matching a configured identity, known by its .pub, by the public half an OpenSSH-format key
+stores unencrypted, or by the IdentityFile itself when it is a `.pub` whose private half lives only in the
+agent. A key with a certificate (CertificateFile, or KEY-cert.pub beside it) is offered with it first.
 An encrypted key is unlocked by the agent if it holds it; otherwise we ask for its passphrase when stdin is a
 terminal, and say how to load it into ssh-agent when it is not. Passwords are never tried: devenv is key-only.
 """
 
 from __future__ import annotations
 
+import base64
 import getpass
 import os
+import socket
 import sys
 from pathlib import Path
 
 import paramiko
+import paramiko.agent
 
 from devenv.errors import ConnectError
 from devenv.remote.hostkeys import short_type
@@ -22,21 +28,34 @@ from devenv.remote.sshconfig import DEFAULT_IDENTITIES, ResolvedTarget
 def authenticate(transport: paramiko.Transport, target: ResolvedTarget) -> None:
     """Authenticate transport as target.user or raise one ConnectError saying what was tried."""
     attempt = _Attempt(transport, target)
-    agent = _open_agent()
+    agent = _open_agent(getattr(target, "identity_agent", None))
     try:
         paths = _identity_paths(target, attempt)
         publics = {p: _public_blob(p) for p in paths}
+        certs = _certificates(target, paths)
         for key in agent.get_keys() if agent else ():
             if target.identities_only and key.asbytes() not in publics.values():
                 continue
+            for cert in certs.get(key.asbytes(), ()):
+                with_cert = paramiko.AgentKey(agent, key.asbytes())
+                if _with_cert(with_cert, cert) and attempt.offer(
+                        with_cert, f"agent key {short_type(key.get_name())} {key.fingerprint} with certificate"):
+                    return
             if attempt.offer(key, f"agent key {short_type(key.get_name())} {key.fingerprint}"):
                 return
         for path in paths:
             if publics[path] is not None and publics[path] in attempt.offered:
                 continue  # the agent already offered this key
+            if _is_public_only(path):
+                continue  # a .pub names an agent key; there is no private half to load
             key = attempt.load(path)
-            if (key is not None and key.asbytes() not in attempt.offered
-                    and attempt.offer(key, f"{path} ({short_type(key.get_name())} {key.fingerprint})")):
+            if key is None or key.asbytes() in attempt.offered:
+                continue
+            for cert in certs.get(key.asbytes(), ()):
+                if _with_cert(key, cert) and attempt.offer(key, f"{path} with certificate {cert.key_type}"):
+                    return
+            key.public_blob = None  # then the plain key, as ssh does after its certificate
+            if attempt.offer(key, f"{path} ({short_type(key.get_name())} {key.fingerprint})"):
                 return
         raise attempt.failure(agent_present=agent is not None, paths=paths)
     finally:
@@ -63,8 +82,13 @@ class _Attempt:
             raise ConnectError(
                 f"{self.target.describe()} does not accept SSH keys (it allows: {', '.join(e.allowed_types)})",
                 "devenv logs in with keys only; ask the host's admin to enable PubkeyAuthentication") from None
-        except paramiko.AuthenticationException:
-            return False
+        except paramiko.AuthenticationException as e:
+            if self.transport.is_active() and "timeout" not in str(e).lower():
+                return False
+            raise ConnectError(
+                f"{self.target.describe()} ({self.target.label}) did not answer authentication within "
+                f"{self.transport.auth_timeout:g}s", "the host or the link is very slow or hung; try again, "
+                "or raise ConnectTimeout") from None
         except (paramiko.SSHException, EOFError, OSError):
             if self.transport.is_active():
                 return False  # e.g. the agent could not sign; try the next key
@@ -116,7 +140,12 @@ class _Attempt:
                 f"load it into ssh-agent once: `eval $(ssh-agent) && ssh-add {key}`, then re-run "
                 "(or run devenv from a terminal to be asked for the passphrase)")
         if not self.tried:
-            agent = "ssh-agent has no usable key" if agent_present else "no ssh-agent (SSH_AUTH_SOCK is unset)"
+            if agent_present:
+                agent = "ssh-agent has no usable key"
+            elif getattr(self.target, "identity_agent", None) == "none":
+                agent = "IdentityAgent none"
+            else:
+                agent = "no ssh-agent (SSH_AUTH_SOCK is unset or dead)"
             looked = ", ".join(str(p) for p in paths) or ", ".join(DEFAULT_IDENTITIES)
             return ConnectError(
                 f"{who}: no key to offer ({agent}; no usable key file among {looked})"
@@ -136,34 +165,141 @@ class _Attempt:
 def _identity_paths(target: ResolvedTarget, attempt: _Attempt) -> list[Path]:
     if target.identity_files:
         paths = [Path(p) for p in target.identity_files]
+        usable = [p for p in paths if p.exists() or _pub_of(p).exists()]
         for p in paths:
-            if not p.exists():
+            if p not in usable:
                 attempt.problems.append(f"identity file {p} does not exist")
-        return [p for p in paths if p.exists()]
+        return usable
     return [p for p in (Path(os.path.expanduser(d)) for d in DEFAULT_IDENTITIES) if p.exists()]
 
 
-def _public_blob(path: Path) -> bytes | None:
-    """The key blob from KEY.pub (readable without the passphrase), else from an unencrypted KEY, else None."""
+def _pub_of(path: Path) -> Path:
+    return path.with_name(path.name + ".pub")
+
+
+def _is_public_only(path: Path) -> bool:
+    """An IdentityFile that is a public key (KEY.pub named directly, or KEY missing beside its KEY.pub)."""
+    if not path.exists():
+        return True
     try:
-        fields = path.with_name(path.name + ".pub").read_text().split()
-        return paramiko.PublicBlob.from_string(" ".join(fields[:2])).key_blob
-    except (OSError, ValueError, IndexError):
-        pass
+        head = path.read_bytes()[:64]
+    except OSError:
+        return False
+    return not head.startswith(b"-----BEGIN") and head.split(b" ", 1)[0].startswith((b"ssh-", b"ecdsa-"))
+
+
+def _public_blob(path: Path) -> bytes | None:
+    """The key blob without any passphrase: from KEY.pub (or KEY itself when it is a .pub), from the public
+    half an OpenSSH-format private key stores in clear, else from an unencrypted KEY; None if none works."""
+    for candidate in (path, _pub_of(path)):
+        try:
+            fields = candidate.read_text().split()
+            blob = paramiko.PublicBlob.from_string(" ".join(fields[:2])).key_blob
+            return blob
+        except (OSError, ValueError, IndexError, UnicodeDecodeError):
+            continue
+    blob = _openssh_private_public_half(path)
+    if blob is not None:
+        return blob
     try:
         return paramiko.PKey.from_path(str(path)).asbytes()
     except Exception:  # encrypted, unreadable or not a key: it simply matches no agent key
         return None
 
 
-def _open_agent() -> paramiko.Agent | None:
-    if not os.environ.get("SSH_AUTH_SOCK"):
+def _openssh_private_public_half(path: Path) -> bytes | None:
+    """'openssh-key-v1' files keep the public key outside the encrypted part (PROTOCOL.key)."""
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError):
+        return None
+    begin, end = "-----BEGIN OPENSSH PRIVATE KEY-----", "-----END OPENSSH PRIVATE KEY-----"
+    if begin not in text or end not in text:
         return None
     try:
-        agent = paramiko.Agent()
+        data = base64.b64decode("".join(text.split(begin, 1)[1].split(end, 1)[0].split()))
+        magic = b"openssh-key-v1\0"
+        if not data.startswith(magic):
+            return None
+        m = paramiko.Message(data[len(magic):])
+        m.get_string(), m.get_string(), m.get_string()  # cipher, kdf, kdf options
+        if m.get_int() < 1:
+            return None
+        return m.get_binary()
+    except Exception:
+        return None
+
+
+def _certificates(target: ResolvedTarget, paths: list[Path]) -> dict[bytes, list[paramiko.PublicBlob]]:
+    """Certificates by the blob of the key they certify: CertificateFile entries, then KEY-cert.pub files."""
+    found: dict[bytes, list[paramiko.PublicBlob]] = {}
+    files = [Path(p) for p in getattr(target, "certificate_files", ())]
+    files += [p.with_name(p.name.removesuffix(".pub") + "-cert.pub") for p in paths]
+    for file in dict.fromkeys(files):
+        try:
+            cert = paramiko.PublicBlob.from_file(str(file))
+        except (OSError, ValueError, IndexError, UnicodeDecodeError):
+            continue
+        if not cert.key_type.endswith("-cert-v01@openssh.com"):
+            continue
+        try:
+            m = paramiko.Message(cert.key_blob)
+            m.get_text(), m.get_string()  # type, nonce
+            key_type = cert.key_type.replace("-cert-v01@openssh.com", "")
+            plain = paramiko.Message()
+            plain.add_string(key_type)
+            if key_type == "ssh-ed25519":
+                plain.add_string(m.get_binary())
+            elif key_type.startswith("ecdsa"):
+                plain.add_string(m.get_binary())
+                plain.add_string(m.get_binary())
+            else:
+                e, n = m.get_mpint(), m.get_mpint()
+                plain.add_mpint(e)
+                plain.add_mpint(n)
+        except Exception:
+            continue
+        found.setdefault(plain.asbytes(), []).append(cert)
+    return found
+
+
+def _with_cert(key: paramiko.PKey, cert: paramiko.PublicBlob) -> bool:
+    try:
+        key.load_certificate(f"{cert.key_type} {base64.b64encode(cert.key_blob).decode()}")
+    except (ValueError, paramiko.SSHException):
+        return False
+    return True
+
+
+def _open_agent(identity_agent: str | None = None) -> paramiko.agent.AgentSSH | None:
+    if identity_agent == "none":
+        return None
+    path = identity_agent or os.environ.get("SSH_AUTH_SOCK")
+    if not path:
+        return None
+    try:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(10)
+        sock.connect(path)
+    except OSError:
+        return None  # a dead or missing socket: OpenSSH goes on without an agent too
+    agent = _SocketAgent()
+    try:
+        agent.connect(sock)
     except paramiko.SSHException:
-        return None  # a dead or foreign socket: OpenSSH ignores it too
+        sock.close()
+        return None
     return agent
+
+
+class _SocketAgent(paramiko.agent.AgentSSH):
+    """paramiko's agent client on a socket we opened (paramiko.Agent only reads $SSH_AUTH_SOCK)."""
+
+    def connect(self, sock: socket.socket) -> None:
+        self._connect(sock)
+
+    def close(self) -> None:
+        self._close()
 
 
 def _can_prompt() -> bool:

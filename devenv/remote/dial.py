@@ -1,15 +1,25 @@
 """Open an authenticated paramiko Transport to a resolved target, through its ProxyJump hops.
 
 Each hop is a full SSH session: TCP (first hop, or ProxyCommand), else a `direct-tcpip` channel on the
-previous hop's transport; then key exchange, the host-key check against known_hosts (before any key is
-offered, so credentials never reach an unverified host), then authentication. Every socket/paramiko failure
-becomes one ConnectError naming the hop and saying what to do.
+previous hop's transport; then key exchange, the host-key check (before any key is offered, so credentials
+never reach an unverified host), then authentication. Every socket/paramiko failure becomes one ConnectError
+naming the hop and saying why (refused, timed out, key rejected, host key unknown/changed/revoked).
+
+Timeouts as OpenSSH's: ConnectTimeout bounds the TCP connect and the wait for the server's banner only; the
+key exchange and authentication get their own, longer limit (a slow link that ssh reaches, we reach too).
+A ProxyCommand runs as OpenSSH runs it: `exec COMMAND` in the user's $SHELL, on one end of a socket pair; its
+exit is noticed at once (the socket closes) and its stderr is quoted in the error.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import signal
 import socket
+import subprocess
+import threading
+import time
 from dataclasses import replace
 
 import paramiko
@@ -20,6 +30,7 @@ from devenv.remote.auth import authenticate
 from devenv.remote.sshconfig import ResolvedTarget
 
 _NETWORK_ERRORS = (OSError, EOFError, paramiko.SSHException)
+HANDSHAKE_TIMEOUT = 60.0   # key exchange + authentication, after the banner (OpenSSH has none; we want an end)
 # paramiko logs failures with tracebacks; with no handler, Python would print them to stderr. We report
 # each failure once, as a ConnectError (an app that configures logging still receives paramiko's records).
 logging.getLogger("paramiko").addHandler(logging.NullHandler())
@@ -49,6 +60,62 @@ def close_chain(transports: list[paramiko.Transport]) -> None:
             pass
 
 
+class ProxySocket(socket.socket):
+    """Our end of a socket pair whose other end is a ProxyCommand's stdin and stdout."""
+
+    proc: subprocess.Popen
+    command: str
+    _stderr: bytearray
+
+    @classmethod
+    def spawn(cls, command: str) -> ProxySocket:
+        ours, theirs = socket.socketpair()
+        shell = os.environ.get("SHELL") or "/bin/sh"
+        try:
+            proc = subprocess.Popen([shell, "-c", f"exec {command}"], stdin=theirs, stdout=theirs,
+                                    stderr=subprocess.PIPE, close_fds=True, start_new_session=True)
+        except OSError:
+            ours.close()
+            raise
+        finally:
+            theirs.close()
+        sock = cls(ours.family, ours.type, fileno=ours.detach())
+        sock.proc, sock.command, sock._stderr = proc, command, bytearray()
+        threading.Thread(target=sock._watch, name="devenv-proxycommand", daemon=True).start()
+        return sock
+
+    def _watch(self) -> None:
+        """Collect stderr (bounded) and, when the command exits, end our side so paramiko sees EOF now."""
+        assert self.proc.stderr is not None
+        for chunk in iter(lambda: self.proc.stderr.read1(4096), b""):  # type: ignore[union-attr]
+            if len(self._stderr) < 16384:
+                self._stderr += chunk
+        self.proc.wait()
+        try:
+            self.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+    def exit_report(self, wait: float = 1.0) -> str | None:
+        """'exited with code N: <stderr tail>' once the command has ended (waits up to `wait` s), else None."""
+        try:
+            code = self.proc.wait(wait)
+        except subprocess.TimeoutExpired:
+            return None
+        tail = " | ".join(self._stderr.decode(errors="replace").strip().splitlines()[-3:])
+        how = f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
+        return how + (f": {tail}" if tail else " (no error output)")
+
+    def close(self) -> None:
+        super().close()
+        proc = getattr(self, "proc", None)
+        if proc is not None and proc.poll() is None:
+            try:  # OpenSSH sends SIGHUP to its proxy on exit
+                os.killpg(proc.pid, signal.SIGHUP)
+            except OSError:
+                pass
+
+
 def _connect(hop: ResolvedTarget, via: paramiko.Transport | None, via_hop: ResolvedTarget | None):
     if via is not None:
         try:
@@ -64,10 +131,10 @@ def _connect(hop: ResolvedTarget, via: paramiko.Transport | None, via_hop: Resol
             raise _lost_during_setup(via_hop, e) from None
     if hop.proxy_command:
         try:
-            return paramiko.ProxyCommand(hop.proxy_command)
+            return ProxySocket.spawn(hop.proxy_command)
         except OSError as e:
-            raise ConnectError(f"ProxyCommand for {hop.label} failed to start: {e}",
-                               "fix ProxyCommand in ~/.ssh/config (or set ProxyCommand none)") from None
+            raise ConnectError(f"ProxyCommand for {hop.label} failed to start: {e.strerror or e}",
+                               "fix ProxyCommand in your ssh config (or set ProxyCommand none)") from None
     try:
         return socket.create_connection((hop.hostname, hop.port), timeout=hop.connect_timeout)
     except socket.gaierror:
@@ -78,8 +145,8 @@ def _connect(hop: ResolvedTarget, via: paramiko.Transport | None, via_hop: Resol
                            f"is sshd running and listening on port {hop.port}? check Port in the profile or "
                            "~/.ssh/config") from None
     except TimeoutError:
-        raise ConnectError(f"cannot connect to {hop.label} at {hop.address}: no answer within "
-                           f"{hop.connect_timeout:g}s",
+        raise ConnectError(f"cannot connect to {hop.label} at {hop.address}: timed out after "
+                           f"{hop.connect_timeout:g}s (ConnectTimeout)",
                            "the host may be down or a firewall drops SSH; if it is only reachable through a "
                            "bastion, set ssh.proxy_jump (ProxyJump)") from None
     except OSError as e:
@@ -88,25 +155,41 @@ def _connect(hop: ResolvedTarget, via: paramiko.Transport | None, via_hop: Resol
 
 
 def _session(sock, hop: ResolvedTarget, accept_new_host: bool) -> paramiko.Transport:
-    transport = paramiko.Transport(sock)
     try:
-        transport.banner_timeout = transport.auth_timeout = hop.connect_timeout
-        known = hostkeys.known_keys(hop.hostname, hop.port)
+        transport = paramiko.Transport(sock)
+    except _NETWORK_ERRORS as e:
+        sock.close()
+        raise _proxy_failure(sock, hop) or _lost_during_setup(hop, e) from None
+    try:
+        transport.banner_timeout = hop.connect_timeout
+        transport.auth_timeout = max(HANDSHAKE_TIMEOUT, hop.connect_timeout)
+        known = hostkeys.known_keys(hop.hostname, hop.port, name=hostkeys.lookup_name(hop),
+                                    files=hostkeys.hop_files(hop))
         preferred = hostkeys.preferred_key_types(known)
         if preferred:
             options = transport.get_security_options()
-            offered = list(options.key_types)
+            # paramiko appends the certificate variants itself (preferred_keys); list them to reorder them
+            offered = [k for k in transport.preferred_keys if k.count("-cert-v01@") <= 1]
             options.key_types = [k for k in preferred if k in offered] + [k for k in offered if k not in preferred]
+        done = threading.Event()
+        limit = max(HANDSHAKE_TIMEOUT, hop.connect_timeout)
         try:
-            transport.start_client(timeout=hop.connect_timeout)
+            transport.start_client(event=done)  # returns at once; we wait, so a timeout is an error
+            deadline = time.monotonic() + limit
+            while not done.wait(0.05):
+                if not transport.is_active():
+                    raise transport.get_exception() or paramiko.SSHException("Negotiation failed.")
+                if time.monotonic() >= deadline:
+                    raise ConnectError(
+                        f"SSH key exchange with {hop.label} ({hop.address}) did not finish within {limit:g}s: "
+                        "timed out", "the host or the link is very slow, or something in between holds the "
+                        "connection open; try `ssh -v` to the same host")
+            if not transport.is_active():
+                raise transport.get_exception() or paramiko.SSHException("Negotiation failed.")
         except _NETWORK_ERRORS as e:
-            why = (f"no SSH banner within {hop.connect_timeout:g}s" if "banner" in str(e) else _why(e))
-            raise ConnectError(f"SSH handshake with {hop.label} ({hop.address}) failed: {why}",
-                               f"is an SSH server listening on port {hop.port}? (`ssh -v -p {hop.port} "
-                               f"{hop.hostname}` shows the same exchange)") from None
+            raise _handshake_error(sock, hop, e) from None
         key = transport.get_remote_server_key()
-        hostkeys.verify(hop.label, hop.hostname, hop.port, key.get_name(), key.asbytes(),
-                        accept_new=accept_new_host)
+        hostkeys.verify_hop(hop, key, accept_new=accept_new_host)
         authenticate(transport, hop)
         return transport
     except DevenvError:
@@ -114,7 +197,35 @@ def _session(sock, hop: ResolvedTarget, accept_new_host: bool) -> paramiko.Trans
         raise
     except _NETWORK_ERRORS as e:
         transport.close()
-        raise _lost_during_setup(hop, e) from None
+        raise _proxy_failure(sock, hop) or _lost_during_setup(hop, e) from None
+
+
+def _handshake_error(sock, hop: ResolvedTarget, e: BaseException) -> ConnectError:
+    proxy = _proxy_failure(sock, hop)
+    if proxy is not None:
+        return proxy
+    text = str(e)
+    if "banner" in text and ("timed out" in text.lower() or "timeout" in text.lower()
+                             or isinstance(getattr(e, "__cause__", None), socket.timeout) or "Error reading" in text):
+        if "EOF" in text or "reset" in text.lower():
+            why = "the server closed the connection before its SSH banner"
+        else:
+            why = f"timed out: no SSH banner within {hop.connect_timeout:g}s (ConnectTimeout)"
+    else:
+        why = _why(e)
+    return ConnectError(f"SSH handshake with {hop.label} ({hop.address}) failed: {why}",
+                        f"is an SSH server listening on port {hop.port}? (`ssh -v -p {hop.port} "
+                        f"{hop.hostname}` shows the same exchange)")
+
+
+def _proxy_failure(sock, hop: ResolvedTarget) -> ConnectError | None:
+    if not isinstance(sock, ProxySocket):
+        return None
+    report = sock.exit_report()
+    if report is None:
+        return None
+    return ConnectError(f"ProxyCommand for {hop.label} {report}",
+                        f"run it by hand to see why: {sock.command}")
 
 
 def _lost_during_setup(hop: ResolvedTarget, e: BaseException) -> ConnectError:

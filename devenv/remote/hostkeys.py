@@ -1,9 +1,16 @@
-"""known_hosts checking as OpenSSH does it: known & matching -> ok, unknown -> refuse unless the user said
---accept-new-host (then record it), changed -> always refuse.
+"""Host-key checking as OpenSSH does it, with devenv's stricter policy:
 
-Reads OpenSSH's format itself (plain, wildcard and hashed `|1|salt|hash` names, `[host]:port` for non-22
-ports, `@revoked` markers), so one malformed line never hides the others. Keys are compared as raw blobs;
-fingerprints are OpenSSH's `SHA256:<base64 without padding>`.
+- a key marked @revoked (or listed in RevokedHostKeys) is always refused;
+- a known, matching key (or a host certificate signed by a matching @cert-authority) is accepted;
+- a key that differs from the known one is always refused (even with StrictHostKeyChecking no);
+- an unknown key is refused unless --accept-new-host, or the user's own config says
+  StrictHostKeyChecking accept-new for that host (their explicit consent); then it is recorded in the first
+  UserKnownHostsFile, as ssh does.
+
+Reads OpenSSH's known_hosts format itself (plain, wildcard and hashed `|1|salt|hash` names, `[host]:port`
+for non-22 ports, @revoked and @cert-authority markers) from every UserKnownHostsFile and
+GlobalKnownHostsFile, so one malformed line never hides the others. Host names are compared lower-cased, as
+ssh does (hashed entries included). HostKeyAlias replaces the host name (and port) in every lookup.
 """
 
 from __future__ import annotations
@@ -14,14 +21,19 @@ import hashlib
 import hmac
 import os
 import re
+import subprocess
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
+
+import paramiko
 
 from devenv.config import paths
 from devenv.errors import HostKeyError
 
 _write_lock = threading.Lock()
+_KRL_MAGIC = b"SSHKRL\n\0"
 
 
 @dataclass(frozen=True)
@@ -29,6 +41,8 @@ class KnownKey:
     key_type: str
     blob: bytes
     revoked: bool = False
+    ca: bool = False
+    source: str = ""
 
 
 def fingerprint(blob: bytes) -> str:
@@ -37,6 +51,7 @@ def fingerprint(blob: bytes) -> str:
 
 
 def entry_name(hostname: str, port: int) -> str:
+    hostname = hostname.lower()
     return hostname if port == 22 else f"[{hostname}]:{port}"
 
 
@@ -44,37 +59,57 @@ def short_type(key_type: str) -> str:
     """'ssh-ed25519' -> 'ED25519', as `ssh` prints it."""
     if key_type.startswith("ecdsa"):
         return "ECDSA"
-    return key_type.removeprefix("ssh-").upper()
+    return key_type.removeprefix("ssh-").replace("-cert-v01@openssh.com", "-CERT").upper()
 
 
-def known_keys(hostname: str, port: int, path: Path | None = None) -> list[KnownKey]:
-    path = path or paths.known_hosts_path()
-    try:
-        lines = path.read_text(errors="replace").splitlines()
-    except FileNotFoundError:
-        return []
-    name = entry_name(hostname, port)
+def lookup_name(hop) -> str:
+    """The known_hosts name for a hop: its HostKeyAlias as is, else [host]:port (lower-cased)."""
+    return hop.host_key_alias if getattr(hop, "host_key_alias", None) else entry_name(hop.hostname, hop.port)
+
+
+def hop_files(hop) -> list[Path]:
+    files = [Path(p) for p in getattr(hop, "known_hosts_files", ())] or [paths.known_hosts_path()]
+    return files + [Path(p) for p in getattr(hop, "global_known_hosts_files", ())]
+
+
+def known_keys(hostname: str, port: int, path: Path | None = None, *, name: str | None = None,
+               files: list[Path] | None = None) -> list[KnownKey]:
+    """Every entry (plain, @revoked, @cert-authority) whose host pattern matches."""
+    name = name or entry_name(hostname, port)
     found = []
-    for line in lines:
-        fields = line.split()
-        if not fields or fields[0].startswith("#"):
-            continue
-        marker = fields.pop(0) if fields[0].startswith("@") else None
-        if marker == "@cert-authority" or len(fields) < 3:
-            continue  # host certificates are not supported (paramiko has no verifier for them)
+    for file in files or [path or paths.known_hosts_path()]:
         try:
-            blob = base64.b64decode(fields[2], validate=True)
-        except (binascii.Error, ValueError):
+            lines = file.read_text(errors="replace").splitlines()
+        except (FileNotFoundError, NotADirectoryError, PermissionError, IsADirectoryError):
             continue
-        if _names_match(fields[0], name):
-            found.append(KnownKey(fields[1], blob, revoked=marker == "@revoked"))
+        for line in lines:
+            fields = line.split()
+            if not fields or fields[0].startswith("#"):
+                continue
+            marker = fields.pop(0) if fields[0].startswith("@") else None
+            if marker not in (None, "@revoked", "@cert-authority") or len(fields) < 3:
+                continue
+            try:
+                blob = base64.b64decode(fields[2], validate=True)
+            except (binascii.Error, ValueError):
+                continue
+            if _names_match(fields[0], name):
+                found.append(KnownKey(fields[1], blob, revoked=marker == "@revoked",
+                                      ca=marker == "@cert-authority", source=str(file)))
     return found
 
 
 def preferred_key_types(known: list[KnownKey]) -> list[str]:
-    """Host-key algorithms to ask for first, so a host with several keys shows the one we know (as ssh does)."""
+    """Host-key algorithms to ask for first, so a host with several keys shows the one we know (as ssh does);
+    with a matching @cert-authority, certificates first."""
     names = []
+    if any(k.ca and not k.revoked for k in known):
+        names += ["ssh-ed25519-cert-v01@openssh.com", "ecdsa-sha2-nistp256-cert-v01@openssh.com",
+                  "ecdsa-sha2-nistp384-cert-v01@openssh.com", "ecdsa-sha2-nistp521-cert-v01@openssh.com",
+                  "rsa-sha2-512-cert-v01@openssh.com", "rsa-sha2-256-cert-v01@openssh.com"]
     for k in known:
+        if k.ca or k.revoked:
+            continue
         if k.key_type == "ssh-rsa":
             names += ["rsa-sha2-512", "rsa-sha2-256", "ssh-rsa"]
         else:
@@ -82,40 +117,86 @@ def preferred_key_types(known: list[KnownKey]) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def verify(label: str, hostname: str, port: int, key_type: str, blob: bytes, *, accept_new: bool,
-           path: Path | None = None) -> None:
-    """Raise HostKeyError unless the presented key is known for host:port (or was just accepted)."""
-    path = path or paths.known_hosts_path()
-    name = entry_name(hostname, port)
-    known = known_keys(hostname, port, path)
-    presented = f"{short_type(key_type)} key {fingerprint(blob)}"
-    if any(k.revoked and k.blob == blob for k in known):
-        raise HostKeyError(f"host key for {label} ({name}) is marked @revoked in {path}: {presented}",
-                           "do not connect; ask the host's admin for the current key")
-    trusted = [k for k in known if not k.revoked]
+def verify_hop(hop, key: paramiko.PKey, *, accept_new: bool) -> str:
+    """Check the key a hop presented (a paramiko PKey, perhaps carrying a host certificate); raise
+    HostKeyError unless trusted. Returns how it was trusted ("known", "certificate", "recorded")."""
+    name = lookup_name(hop)
+    files = hop_files(hop)
+    known = known_keys(hop.hostname, hop.port, name=name, files=files)
+    plain_type, blob = key.get_name(), key.asbytes()
+    label = f"{hop.label} ({name})"
+    presented = f"{short_type(plain_type)} key {fingerprint(blob)}"
+    cert_blob = _cert_blob(key)
+    cert = parse_cert(cert_blob) if cert_blob else None
+
+    _check_revoked_file(hop, label, presented, [blob] + ([cert.ca_blob] if cert else []))
+    revoked = [k for k in known if k.revoked]
+    for candidate in [blob] + ([cert.ca_blob] if cert else []):
+        if any(k.blob == candidate for k in revoked):
+            raise HostKeyError(f"host key for {label} is marked @revoked in {revoked[0].source}: {presented}",
+                               "do not connect; ask the host's admin for the current key")
+    if cert is not None:
+        cas = [k for k in known if k.ca and k.blob == cert.ca_blob]
+        if cas:  # a CA we trust signed it: the certificate must be valid, else refuse (as ssh does)
+            principal = hop.host_key_alias or hop.hostname
+            problem = cert.problem(principal)
+            if problem:
+                raise HostKeyError(f"host certificate of {label} is invalid: {problem}",
+                                   "ask the host's admin to re-sign the host key (ssh-keygen -s CA -h -n NAME)")
+            return "certificate"
+        # no matching CA: judge the plain key inside the certificate, as ssh does
+    trusted = [k for k in known if not k.revoked and not k.ca]
     if any(k.blob == blob for k in trusted):
-        return
+        return "known"
+    where = ", ".join(str(f) for f in files[:2])
     if trusted:
-        same_type = [k for k in trusted if k.key_type == key_type] or trusted
+        same_type = [k for k in trusted if k.key_type == plain_type] or trusted
         was = ", ".join(f"{short_type(k.key_type)} key {fingerprint(k.blob)}" for k in same_type)
+        source = same_type[0].source
         raise HostKeyError(
-            f"HOST KEY CHANGED for {label} ({name}): {path} has {was}, the host now presents {presented}. "
+            f"HOST KEY CHANGED for {label}: {source} has {was}, the host now presents {presented}. "
             "Someone may be intercepting the connection (man-in-the-middle), or the host was reinstalled",
             f"do not accept it blindly: confirm the new fingerprint with the host's admin, then remove the old "
-            f"entry with `ssh-keygen -f {path} -R '{name}'` and re-run with --accept-new-host",
+            f"entry with `ssh-keygen -f {source} -R '{name}'` and re-run with --accept-new-host",
         )
-    if not accept_new:
-        host_file = f"/etc/ssh/ssh_host_{short_type(key_type).lower()}_key.pub"
+    strict = getattr(hop, "strict_host_key_checking", "ask")
+    if not (accept_new or strict == "accept-new"):
+        host_file = f"/etc/ssh/ssh_host_{short_type(plain_type).lower()}_key.pub"
+        extra = (" (devenv does not take StrictHostKeyChecking no as consent; say accept-new for this host or "
+                 "pass --accept-new-host)") if strict == "no" else ""
         raise HostKeyError(
-            f"host key for {label} ({name}) is not known: {presented}",
+            f"host key for {label} is not known: {presented} (looked in {where})",
             "re-run with --accept-new-host to trust and record it (verify the fingerprint with the host's admin "
-            f"/ `ssh-keygen -lf {host_file}` on the host)",
+            f"/ `ssh-keygen -lf {host_file}` on the host){extra}",
         )
-    record(name, key_type, blob, path)
+    hashed = str(getattr(hop, "options", {}).get("hashknownhosts", "no")).lower() in ("yes", "true")
+    record(name, plain_type, blob, files[0], hashed=hashed)
+    return "recorded"
 
 
-def record(name: str, key_type: str, blob: bytes, path: Path) -> None:
+def verify(label: str, hostname: str, port: int, key_type: str, blob: bytes, *, accept_new: bool,
+           path: Path | None = None) -> None:
+    """The single-file form (kept for callers that have no ResolvedTarget)."""
+    hop = _Hop(label, hostname, port, (str(path or paths.known_hosts_path()),))
+    verify_hop(hop, paramiko.PKey.from_type_string(key_type, blob), accept_new=accept_new)
+
+
+@dataclass(frozen=True)
+class _Hop:
+    label: str
+    hostname: str
+    port: int
+    known_hosts_files: tuple[str, ...]
+    host_key_alias: str | None = None
+    strict_host_key_checking: str = "ask"
+
+
+def record(name: str, key_type: str, blob: bytes, path: Path, *, hashed: bool = False) -> None:
     """Append one known_hosts line; a new file is 0600 in a 0700 directory."""
+    if hashed:
+        salt = os.urandom(20)
+        digest = hmac.new(salt, name.encode(), hashlib.sha1).digest()
+        name = f"|1|{base64.b64encode(salt).decode()}|{base64.b64encode(digest).decode()}"
     line = f"{name} {key_type} {base64.b64encode(blob).decode()}\n"
     with _write_lock:
         if not path.parent.exists():
@@ -127,7 +208,129 @@ def record(name: str, key_type: str, blob: bytes, path: Path) -> None:
             f.write(line)
 
 
+# --- RevokedHostKeys ----------------------------------------------------------------------------------
+
+def _check_revoked_file(hop, label: str, presented: str, blobs: list[bytes]) -> None:
+    path = getattr(hop, "revoked_host_keys", None)
+    if not path:
+        return
+    try:
+        data = Path(path).read_bytes()
+    except OSError as e:
+        # OpenSSH refuses too: a revocation list it cannot read may be hiding a revoked key
+        raise HostKeyError(f"cannot read RevokedHostKeys {path} to check {label}: {e.strerror or e}",
+                           "fix or remove RevokedHostKeys in your ssh config") from None
+    if data.startswith(_KRL_MAGIC):
+        if any(_krl_revokes(path, b) for b in blobs):
+            raise HostKeyError(f"host key for {label} is revoked by {path}: {presented}",
+                               "do not connect; ask the host's admin for the current key")
+        return
+    for line in data.decode(errors="replace").splitlines():
+        fields = line.split()
+        if len(fields) < 2 or fields[0].startswith("#"):
+            continue
+        try:
+            listed = base64.b64decode(fields[1], validate=True)
+        except (binascii.Error, ValueError):
+            continue
+        if listed in blobs:
+            raise HostKeyError(f"host key for {label} is revoked by {path}: {presented}",
+                               "do not connect; ask the host's admin for the current key")
+
+
+def _krl_revokes(krl: str, blob: bytes) -> bool:
+    """A binary KRL (ssh-keygen -k) is judged by ssh-keygen -Q itself."""
+    import tempfile
+
+    key_type = paramiko.Message(blob).get_text()
+    with tempfile.NamedTemporaryFile("w", suffix=".pub") as f:
+        f.write(f"{key_type} {base64.b64encode(blob).decode()}\n")
+        f.flush()
+        try:
+            proc = subprocess.run(["ssh-keygen", "-Q", "-f", krl, f.name], capture_output=True, text=True,
+                                  timeout=10)
+        except (OSError, subprocess.TimeoutExpired):
+            raise HostKeyError(f"cannot check the binary revocation list {krl} (ssh-keygen is missing)",
+                               "install openssh-client, or list revoked keys as plain public keys") from None
+    return proc.returncode != 0 or "REVOKED" in proc.stdout
+
+
+# --- host certificates --------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class HostCert:
+    cert_type: int
+    key_id: str
+    principals: tuple[str, ...]
+    valid_after: int
+    valid_before: int
+    ca_blob: bytes
+    signature_ok: bool
+
+    def problem(self, principal: str) -> str | None:
+        now = int(time.time())
+        if not self.signature_ok:
+            return "its signature does not verify against the CA key"
+        if self.cert_type != 2:
+            return "it is a user certificate, not a host certificate"
+        if now < self.valid_after:
+            return "it is not yet valid"
+        if now >= self.valid_before:
+            return "it has expired"
+        if self.principals and principal.lower() not in (p.lower() for p in self.principals):
+            return f"it is not valid for '{principal}' (principals: {', '.join(self.principals)})"
+        return None
+
+
+def _cert_blob(key: paramiko.PKey) -> bytes | None:
+    blob = getattr(key, "public_blob", None)
+    if blob is not None and blob.key_type.endswith("-cert-v01@openssh.com"):
+        return paramiko.Message(blob.key_blob).asbytes() if isinstance(blob.key_blob, bytes) else None
+    return None
+
+
+def parse_cert(blob: bytes) -> HostCert | None:
+    """An OpenSSH certificate (PROTOCOL.certkeys); None when it cannot be read."""
+    try:
+        m = paramiko.Message(blob)
+        cert_type_name = m.get_text()
+        m.get_string()  # nonce
+        if cert_type_name.startswith("ssh-ed25519"):
+            m.get_string()
+        elif cert_type_name.startswith("ecdsa"):
+            m.get_string()
+            m.get_string()
+        elif cert_type_name.startswith(("ssh-rsa", "rsa-sha2")):
+            m.get_mpint()
+            m.get_mpint()
+        else:
+            return None
+        m.get_int64()  # serial
+        kind = m.get_int()
+        key_id = m.get_text()
+        principals_msg = paramiko.Message(m.get_binary())
+        principals = []
+        while principals_msg.get_remainder():
+            principals.append(principals_msg.get_text())
+        valid_after, valid_before = m.get_int64(), m.get_int64()
+        m.get_binary()  # critical options
+        m.get_binary()  # extensions
+        m.get_binary()  # reserved
+        ca_blob = m.get_binary()
+        signed = blob[:m.packet.tell()]
+        signature = m.get_binary()
+        ca_type = paramiko.Message(ca_blob).get_text()
+        ca = paramiko.PKey.from_type_string(ca_type, ca_blob)
+        ok = bool(ca.verify_ssh_sig(signed, paramiko.Message(signature)))
+    except Exception:  # a malformed certificate is simply not trusted through its CA
+        return None
+    return HostCert(kind, key_id, tuple(principals), valid_after, valid_before, ca_blob, ok)
+
+
+# --- host patterns ------------------------------------------------------------------------------------
+
 def _names_match(field: str, name: str) -> bool:
+    name = name.lower()
     if field.startswith("|1|"):
         try:
             salt_b64, hash_b64 = field[3:].split("|", 1)
@@ -138,7 +341,7 @@ def _names_match(field: str, name: str) -> bool:
     matched = False
     for pattern in field.split(","):
         negated = pattern.startswith("!")
-        if _glob(pattern.lstrip("!")).fullmatch(name.lower()):
+        if _glob(pattern.lstrip("!")).fullmatch(name):
             if negated:
                 return False
             matched = True

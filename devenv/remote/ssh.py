@@ -157,6 +157,28 @@ class SSHConnection:
             raise DevenvError(f"cannot write {remote_path} on {self.name}: {result.stderr.strip()}",
                               f"check that the directory exists and that {self.resolved.user} may write there")
 
+    def ping(self, timeout: float = 10.0) -> float:
+        """One SSH-level round trip in seconds: a global request the server must answer (OpenSSH replies
+        "failure" to keepalive@openssh.com). No shell, no command: the network and sshd, nothing else."""
+        transport = self.transport()
+        answered = threading.Event()
+
+        def ask() -> None:
+            try:
+                transport.global_request("keepalive@openssh.com", wait=True)
+            except _CHANNEL_ERRORS:
+                return
+            answered.set()
+
+        start = time.perf_counter()
+        threading.Thread(target=ask, name="devenv-ping", daemon=True).start()
+        if not answered.wait(timeout):
+            if not transport.is_active():
+                raise self._lost("(round-trip probe)")
+            raise ConnectError(f"{self.name} did not answer an SSH keepalive within {timeout:g}s",
+                               "the link or the host is stalled; try again")
+        return time.perf_counter() - start
+
     def probe_forwarding(self) -> tuple[bool | None, str]:
         """Does sshd allow TCP forwarding (devenv's tunnels need it)? (allowed, detail); None = cannot tell.
 

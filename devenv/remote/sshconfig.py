@@ -1,28 +1,37 @@
-"""Resolve a profile's SSHTarget against the ssh config file, the way OpenSSH would.
+"""Resolve a profile's SSHTarget exactly as OpenSSH would, then describe it as a ResolvedTarget for paramiko.
 
-Lookup key is the alias (else the hostname), as with `ssh NAME`. Explicit profile fields win over the config
-file, like `ssh -p`/`-l`/`-J` on a command line; the profile's identity_file is tried before the config's
-IdentityFile entries, like `ssh -i`. ProxyJump hops are resolved each with its own config section; as with
-OpenSSH, only the first hop's own ProxyJump is followed (the later hops are reached through the earlier ones).
+Where an `ssh` client exists, OpenSSH itself resolves every host and every jump hop (`ssh -G`, see ssh_g);
+elsewhere our own parser (sshconfig_parser) produces the same option table. Profile fields act like ssh's
+command-line flags, applied *before* the config lookup: user = `-l`, port = `-p`, identity_file = `-i`,
+proxy_jump = `-J`, alias+hostname = `-o HostName=`, connect_timeout = `-o ConnectTimeout=`.
+
+A ProxyJump chain "h1,h2" to T is resolved as OpenSSH runs it: T's hop is `ssh -J h1 h2` (the -J overrides
+h2's own ProxyJump), and h1 is looked up alone, so only the first hop's own ProxyJump/ProxyCommand is followed.
 """
 
 from __future__ import annotations
 
-import getpass
 import os
-from dataclasses import dataclass, replace
+import pwd
+import re
+import socket
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-import paramiko
-
-from devenv.config import paths
 from devenv.errors import ConnectError
+from devenv.remote import ssh_g
 
 DEFAULT_CONNECT_TIMEOUT = 15.0   # OpenSSH waits for the OS's TCP timeout (minutes); we prefer a clear error
 DEFAULT_ALIVE_INTERVAL = 30.0
 # OpenSSH's default identities, in its order, restricted to the key types paramiko supports.
 DEFAULT_IDENTITIES = ("~/.ssh/id_rsa", "~/.ssh/id_ecdsa", "~/.ssh/id_ed25519")
+# What `ssh -G` lists when no IdentityFile is configured (OpenSSH's full default set).
+_OPENSSH_DEFAULT_IDENTITIES = frozenset(f"~/.ssh/id_{k}" for k in
+                                        ("rsa", "dsa", "ecdsa", "ecdsa_sk", "ed25519", "ed25519_sk", "xmss"))
 _MAX_JUMP_DEPTH = 8
+# A host, user or hop as a value: never an option (leading '-'), never whitespace, quotes or a config line.
+_SAFE_NAME = re.compile(r"^[A-Za-z0-9_.:%\[\]@+~/=,-]+$")
+_SAFE_PATH = re.compile(r"^[^\x00-\x1f\x7f]+$")
 
 
 @dataclass(frozen=True)
@@ -37,7 +46,17 @@ class ResolvedTarget:
     server_alive_interval: float
     server_alive_count_max: int = 3
     jumps: tuple[ResolvedTarget, ...] = ()   # hops in dialling order, flattened
-    proxy_command: str | None = None
+    proxy_command: str | None = None           # tokens expanded; run as `exec CMD` by the user's shell
+    original: str = ""                         # the name as given (%n), for HostKeyAlias-less lookups
+    identity_agent: str | None = None          # None: $SSH_AUTH_SOCK; "none": no agent; else a socket path
+    certificate_files: tuple[str, ...] = ()
+    known_hosts_files: tuple[str, ...] = ()    # UserKnownHostsFile; new keys are recorded in the first
+    global_known_hosts_files: tuple[str, ...] = ()
+    host_key_alias: str | None = None
+    revoked_host_keys: str | None = None
+    strict_host_key_checking: str = "ask"      # yes / ask / accept-new / no (as OpenSSH spells them)
+    resolved_by: str = "ssh -G"
+    options: dict = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def address(self) -> str:
@@ -48,37 +67,56 @@ class ResolvedTarget:
         return f"{self.user}@{self.address}"
 
 
-def load_config(path: Path | None = None) -> paramiko.SSHConfig:
-    path = path or paths.ssh_config_path()
-    if not path.is_file():
-        return paramiko.SSHConfig()
+@dataclass(frozen=True)
+class Overrides:
+    """Command-line-like settings applied before the config lookup (ssh's -l, -p, -i, -J, -o)."""
+    user: str | None = None
+    port: int | None = None
+    identity_file: str | None = None
+    jump: str | None = None
+    hostname: str | None = None
+    connect_timeout: float | None = None
+
+
+def local_user() -> str:
+    """The login name of the real uid, as OpenSSH takes it (never $USER, which the environment may change)."""
     try:
-        return paramiko.SSHConfig.from_path(str(path))
-    except Exception as e:  # paramiko raises several types for a malformed file
-        raise ConnectError(f"cannot read ssh config {path}: {e}",
-                           "fix the line it names (see `man ssh_config`)") from None
+        return pwd.getpwuid(os.getuid()).pw_name
+    except KeyError:
+        return str(os.getuid())
 
 
-def resolve(target, config: paramiko.SSHConfig | None = None) -> ResolvedTarget:
+def local_home() -> str:
+    """`~` and %d: $HOME (tests point it elsewhere; it is the passwd home for a normal login)."""
+    return os.environ.get("HOME") or pwd.getpwuid(os.getuid()).pw_dir
+
+
+def check_name(value: str, what: str) -> str:
+    """A host/user/hop value safe to hand to ssh: never an option, never several words or a config line."""
+    if not value or value.startswith("-") or not _SAFE_NAME.match(value):
+        raise ConnectError(f"invalid {what} '{value}'",
+                           f"a {what} is letters, digits and . _ - @ : [ ] (it may not start with '-')")
+    return value
+
+
+def resolve(target) -> ResolvedTarget:
     """target: a devenv.config.profiles.SSHTarget (duck-typed so this module stays free of L0 cycles)."""
-    config = config if config is not None else load_config()
     name = target.alias or target.hostname
     if not name:
         raise ConnectError("the host profile's ssh section names neither an alias nor a hostname",
                            "set ssh.hostname (or ssh.alias for a Host in ~/.ssh/config) in the profile")
-    hops = tuple(target.proxy_jump or ())
-    resolved = _resolve_name(
-        name, config, depth=0,
-        hostname=target.hostname if target.alias else None,
+    hops = [h for h in (target.proxy_jump or ()) if h.strip()]
+    overrides = Overrides(
         user=target.user, port=target.port, identity_file=target.identity_file,
-        proxy_jump=hops or None, connect_timeout=target.connect_timeout,
-    )
+        jump=",".join(h.strip() for h in hops) or None,
+        hostname=target.hostname if target.alias else None, connect_timeout=target.connect_timeout)
+    resolved = _resolve(name, overrides, depth=0, label=name)
     if target.identity_file:
-        # Unlike `ssh -i`, the profile's key also serves jump hosts that configure none of their own: a
-        # profile's proxy_jump hops ("user@host:port") have no other place to name a key.
+        # Unlike `ssh -i`, the profile's key also serves jump hosts (after their own keys): a profile's
+        # proxy_jump hops ("user@host:port") have no other place to name a key.
         own = resolved.identity_files[:1]
-        resolved = replace(resolved, jumps=tuple(j if j.identity_files else replace(j, identity_files=own)
-                                                 for j in resolved.jumps))
+        resolved = replace(resolved, jumps=tuple(
+            replace(j, identity_files=tuple(dict.fromkeys((*j.identity_files, *own)))) for j in resolved.jumps))
     return resolved
 
 
@@ -105,48 +143,210 @@ def parse_hop(spec: str) -> tuple[str | None, str, int | None]:
     return user, host, port
 
 
-def _resolve_name(name, config, *, depth, hostname=None, user=None, port=None, identity_file=None,
-                  proxy_jump=None, connect_timeout=None, label=None) -> ResolvedTarget:
+def lookup(name: str, ov: Overrides) -> dict:
+    """The option table OpenSSH would use for `ssh [overrides] name` (keys lower-case, like `ssh -G`)."""
+    check_name(name, "host name")
+    if ssh_g.ssh_binary() is not None:
+        return ssh_g.query(lookup_args(ov), name, _config_file_arg())
+    from devenv.remote import sshconfig_parser
+    return sshconfig_parser.lookup(name, ov, _config_file())
+
+
+def lookup_args(ov: Overrides) -> list[str]:
+    args: list[str] = []
+    if ov.user:
+        args += ["-l", check_name(ov.user, "user name")]
+    if ov.port:
+        args += ["-p", str(_port(str(ov.port), "the profile"))]
+    if ov.identity_file:
+        path = os.path.expanduser(ov.identity_file)
+        if not _SAFE_PATH.match(path):
+            raise ConnectError(f"invalid identity file path {path!r}", "use a plain file path")
+        args += ["-i", path]
+    if ov.jump:
+        for hop in ov.jump.split(","):
+            check_name(hop.strip(), "ProxyJump hop")
+        args += ["-J", ov.jump]
+    if ov.hostname:
+        args += ["-o", f"HostName={check_name(ov.hostname, 'host name')}"]
+    if ov.connect_timeout:
+        args += ["-o", f"ConnectTimeout={max(1, int(round(ov.connect_timeout)))}"]
+    return args
+
+
+def _config_file() -> Path | None:
+    """The ssh config to read: $DEVENV_SSH_CONFIG when set (missing = empty), else OpenSSH's own default."""
+    env = os.environ.get("DEVENV_SSH_CONFIG")
+    if env:
+        return Path(env).expanduser()
+    return None
+
+
+def _config_file_arg() -> str | None:
+    path = _config_file()
+    if path is None:
+        return None
+    return str(path) if path.is_file() else "/dev/null"
+
+
+def _resolve(name: str, ov: Overrides, *, depth: int, label: str) -> ResolvedTarget:
     if depth > _MAX_JUMP_DEPTH:
         raise ConnectError(f"ProxyJump chain for '{name}' is deeper than {_MAX_JUMP_DEPTH} hops (a loop?)",
                            "check the ProxyJump lines in your ssh config")
-    try:
-        entry = config.lookup(name)
-    except Exception as e:
-        raise ConnectError(f"cannot apply ssh config to '{name}': {e}", "fix that Host/Match section") from None
-    identities = [os.path.expanduser(identity_file)] if identity_file else []
-    identities += [os.path.expanduser(p) for p in entry.get("identityfile", []) if p not in identities]
-    if proxy_jump is None:
-        configured = entry.get("proxyjump", "")
-        proxy_jump = tuple(h.strip() for h in configured.split(",") if h.strip())
-    if proxy_jump and proxy_jump[0].lower() == "none":
-        proxy_jump = ()
-    proxy_command = entry.get("proxycommand")
-    resolved = ResolvedTarget(
-        label=label or name,
-        hostname=hostname or entry.get("hostname", name),
-        port=port or _port(entry.get("port", "22"), f"Port for {name}"),
-        user=user or entry.get("user") or getpass.getuser(),
-        identity_files=tuple(identities),
-        identities_only=entry.get("identitiesonly", "no").lower() == "yes",
-        connect_timeout=float(connect_timeout or _seconds(entry.get("connecttimeout"), DEFAULT_CONNECT_TIMEOUT)),
-        server_alive_interval=_seconds(entry.get("serveraliveinterval"), DEFAULT_ALIVE_INTERVAL),
-        server_alive_count_max=int(_seconds(entry.get("serveralivecountmax"), 3)),
-        proxy_command=None if not proxy_command or proxy_command.lower() == "none" or proxy_jump else proxy_command,
+    opts = lookup(name, ov)
+    resolved = from_options(opts, name, label, ov)
+    if ov.connect_timeout:  # ssh takes whole seconds; the profile's value is kept exactly
+        resolved = replace(resolved, connect_timeout=float(ov.connect_timeout))
+    jump = str(opts.get("proxyjump") or "")
+    if jump and jump.lower() != "none":
+        hops = [h.strip() for h in jump.split(",") if h.strip()]
+        given = [h.strip() for h in (ov.jump or "").split(",") if h.strip()]
+        labels = given if len(given) == len(hops) else hops  # ssh -G prints -J hops normalised
+        user, host, port = parse_hop(hops[-1])
+        hop = _resolve(host, Overrides(user=user, port=port, jump=",".join(hops[:-1]) or None),
+                       depth=depth + 1, label=labels[-1])
+        resolved = replace(resolved, proxy_command=None, jumps=(*hop.jumps, replace(hop, jumps=())))
+    return resolved
+
+
+def from_options(opts: dict, name: str, label: str, ov: Overrides | None = None) -> ResolvedTarget:
+    """Build a ResolvedTarget from an `ssh -G`-style option table, expanding the tokens ssh -G leaves."""
+    hostname = str(opts.get("hostname") or name)
+    port = _port(str(opts.get("port") or "22"), f"Port for {name}")
+    user = str(opts.get("user") or local_user())
+    alias = _none(opts.get("hostkeyalias"))
+    tokens = token_table(hostname=hostname, port=port, user=user, original=name, alias=alias)
+    identities = [expand_path(p, tokens, "IdentityFile") for p in _list(opts.get("identityfile"))
+                  if p.lower() != "none"]
+    if set(_list(opts.get("identityfile"))) <= _OPENSSH_DEFAULT_IDENTITIES:
+        identities = []  # nothing configured: OpenSSH's defaults (auth tries those that exist)
+    proxy_command = _none(opts.get("proxycommand"))
+    if proxy_command:
+        proxy_command = expand_tokens(proxy_command, tokens, "ProxyCommand", allowed="%hnpr")
+    agent = _none(opts.get("identityagent"), keep_none=True)
+    if agent and agent.lower() not in ("none", "ssh_auth_sock"):
+        agent = expand_path(agent, tokens, "IdentityAgent")
+    elif agent and agent.lower() == "ssh_auth_sock":
+        agent = None
+    revoked = _none(opts.get("revokedhostkeys"))
+    return ResolvedTarget(
+        label=label, hostname=hostname, port=port, user=user,
+        identity_files=tuple(dict.fromkeys(identities)),
+        identities_only=_yes(opts.get("identitiesonly")),
+        connect_timeout=_seconds(opts.get("connecttimeout"), DEFAULT_CONNECT_TIMEOUT),
+        server_alive_interval=_seconds(opts.get("serveraliveinterval"), DEFAULT_ALIVE_INTERVAL),
+        server_alive_count_max=int(_seconds(opts.get("serveralivecountmax"), 3)),
+        proxy_command=proxy_command,
+        original=name,
+        identity_agent=agent.lower() if agent and agent.lower() == "none" else agent,
+        certificate_files=tuple(expand_path(p, tokens, "CertificateFile")
+                                for p in _list(opts.get("certificatefile")) if p.lower() != "none"),
+        known_hosts_files=_known_hosts_files(opts, tokens),
+        global_known_hosts_files=tuple(expand_path(p, tokens, "GlobalKnownHostsFile")
+                                       for p in str(opts.get("globalknownhostsfile") or "").split()
+                                       if p.lower() != "none"),
+        host_key_alias=alias,
+        revoked_host_keys=expand_path(revoked, tokens, "RevokedHostKeys") if revoked else None,
+        strict_host_key_checking=_strict(opts.get("stricthostkeychecking")),
+        resolved_by="ssh -G" if ssh_g.ssh_binary() else "devenv's ssh config parser",
+        options=dict(opts),
     )
-    return replace(resolved, jumps=_resolve_jumps(proxy_jump, config, depth))
 
 
-def _resolve_jumps(hops: tuple[str, ...], config, depth) -> tuple[ResolvedTarget, ...]:
-    chain: list[ResolvedTarget] = []
-    for i, spec in enumerate(hops):
-        user, host, port = parse_hop(spec)
-        hop = _resolve_name(host, config, depth=depth + 1, user=user, port=port, label=spec,
-                            # only the first hop follows its own ProxyJump (OpenSSH's -J semantics)
-                            proxy_jump=None if i == 0 else ())
-        chain.extend(hop.jumps)
-        chain.append(replace(hop, jumps=()))
-    return tuple(chain)
+def _known_hosts_files(opts: dict, tokens: dict[str, str]) -> tuple[str, ...]:
+    files = [expand_path(p, tokens, "UserKnownHostsFile")
+             for p in str(opts.get("userknownhostsfile") or "").split() if p.lower() != "none"]
+    defaults = {os.path.join(h, ".ssh", n) for h in {local_home(), pwd.getpwuid(os.getuid()).pw_dir}
+                for n in ("known_hosts", "known_hosts2")}
+    override = os.environ.get("DEVENV_KNOWN_HOSTS")
+    if override and (not files or set(files) <= defaults):
+        return (str(Path(override).expanduser()),)
+    if not files:
+        return (os.path.join(local_home(), ".ssh", "known_hosts"),)
+    return tuple(files)
+
+
+# --- tokens --------------------------------------------------------------------------------------------
+
+def token_table(*, hostname: str, port: int, user: str, original: str, alias: str | None) -> dict[str, str]:
+    import hashlib
+
+    local_full = socket.getfqdn() or socket.gethostname()
+    local_short = socket.gethostname().split(".")[0]
+    return {
+        "%": "%", "h": hostname, "p": str(port), "r": user, "n": original, "u": local_user(),
+        "d": local_home(), "i": str(os.getuid()), "L": local_short, "l": local_full,
+        "k": alias or original, "j": "",
+        "C": hashlib.sha1(f"{local_full}{hostname}{port}{user}".encode()).hexdigest(),
+    }
+
+
+def expand_tokens(text: str, tokens: dict[str, str], what: str, allowed: str | None = None) -> str:
+    """%-tokens as OpenSSH expands them; an unknown one is an error (OpenSSH refuses it too)."""
+    out, i = [], 0
+    while i < len(text):
+        c = text[i]
+        if c != "%":
+            out.append(c)
+            i += 1
+            continue
+        key = text[i + 1:i + 2]
+        if not key or key not in tokens or (allowed is not None and key != "%" and key not in allowed):
+            raise ConnectError(f"{what}: unknown token %{key} in '{text}'",
+                               "see TOKENS in `man ssh_config` for those this option accepts")
+        out.append(tokens[key])
+        i += 2
+    return "".join(out)
+
+
+def expand_env(text: str, what: str) -> str:
+    def sub(m: re.Match) -> str:
+        value = os.environ.get(m.group(1))
+        if value is None:
+            raise ConnectError(f"{what}: environment variable ${{{m.group(1)}}} is not set",
+                               f"set {m.group(1)} or change {what} in your ssh config")
+        return value
+    return re.sub(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}", sub, text)
+
+
+def expand_path(text: str, tokens: dict[str, str], what: str) -> str:
+    """~ (the local home), ${VAR} and %-tokens, as OpenSSH expands file options."""
+    text = expand_env(text, what)
+    if text.startswith("~/") or text == "~":
+        text = local_home() + text[1:]
+    elif text.startswith("~"):
+        user, _, rest = text[1:].partition("/")
+        try:
+            text = os.path.join(pwd.getpwnam(user).pw_dir, rest)
+        except KeyError:
+            raise ConnectError(f"{what}: unknown user in '{text}'", "fix the path in your ssh config") from None
+    return expand_tokens(text, tokens, what)
+
+
+# --- small parsers -------------------------------------------------------------------------------------
+
+def _list(value) -> list[str]:
+    if value is None:
+        return []
+    return list(value) if isinstance(value, list) else [str(value)]
+
+
+def _none(value, keep_none: bool = False) -> str | None:
+    if value is None:
+        return None
+    text = str(value).strip()
+    if not text or (text.lower() == "none" and not keep_none):
+        return None
+    return text
+
+
+def _yes(value) -> bool:
+    return str(value or "").lower() in ("yes", "true")
+
+
+def _strict(value) -> str:
+    text = str(value or "ask").lower()
+    return {"true": "yes", "false": "no", "off": "no"}.get(text, text)
 
 
 def _port(text: str, what: str) -> int:
@@ -155,9 +355,9 @@ def _port(text: str, what: str) -> int:
     return int(text)
 
 
-def _seconds(text: str | None, default: float) -> float:
+def _seconds(text, default: float) -> float:
     try:
-        value = float(text) if text else default
+        value = float(text) if text and str(text).lower() != "none" else default
     except ValueError:
         return default
     return value if value > 0 else default

@@ -1,7 +1,9 @@
-"""A docker SDK client for a host: the local socket, or the remote daemon through devenv's own SSH connection.
+"""A docker SDK client for a host's engine (Docker or podman): the local socket, or the remote engine through
+devenv's own SSH connection.
 
 Remote: every HTTP connection of the SDK is a channel on the host's already-authenticated paramiko
-Transport running `docker system dial-stdio` (what the docker CLI does for ssh:// contexts). So the Docker API
+Transport running `docker system dial-stdio` (what the docker CLI does for ssh:// contexts) or podman's twin,
+`podman system dial-stdio`. So the Docker API
 travels the same verified connection as every other command: same host-key policy, same ProxyJump chain,
 no second login, and it honours the host's own DOCKER_HOST/context. A connection that died and was re-dialled
 by the pool is picked up on the next request, because each new HTTP connection asks the pool for the
@@ -9,6 +11,8 @@ current transport.
 """
 
 from __future__ import annotations
+
+import os
 
 import docker
 import docker.constants
@@ -18,67 +22,99 @@ import urllib3.connectionpool
 from docker.transport.basehttpadapter import BaseHTTPAdapter
 from docker.transport.sshconn import SSHConnectionPool
 
+from devenv.env import engines
+from devenv.env.engines import EngineInfo
 from devenv.errors import ConnectError, DevenvError
 from devenv.remote.base import Connection
 from devenv.remote.tunnels import no_delay, transport_of
 
-DIAL_COMMAND = "docker system dial-stdio"
 API_TIMEOUT = 120          # seconds per API call (image pulls and builds stream, so they are not cut by it)
 MIN_API_VERSION = "1.40"   # device requests (GPUs) need 1.40 (Docker 19.03)
 
 
-def client_for(conn: Connection, local: bool, timeout: int = API_TIMEOUT) -> docker.DockerClient:
-    """A DockerClient for the host behind conn (the local daemon when local)."""
+def client_for(conn: Connection, local: bool, engine: str = "auto",
+               timeout: int = API_TIMEOUT) -> tuple[docker.DockerClient, EngineInfo]:
+    """A DockerClient for the engine of the host behind conn (this machine's when local), and which engine it is."""
     if local:
-        return _local_client(timeout)
-    return _ssh_client(conn, timeout)
-
-
-def _local_client(timeout: int) -> docker.DockerClient:
+        client = _local_client(engine, timeout)
+    else:
+        client = _ssh_client(conn, engine, timeout)
     try:
-        client = docker.from_env(timeout=timeout)  # honours DOCKER_HOST like the docker CLI
+        info = engines.identify(client.api.version(api_version=False))
+    except Exception as exc:
+        raise _explain_dial_failure(conn, engine, exc) from None
+    _pin_api_version(client.api, info, conn.name)
+    return client, info
+
+
+def _local_client(engine: str, timeout: int) -> docker.DockerClient:
+    env_host = os.environ.get("DOCKER_HOST") if engine != "podman" else os.environ.get("CONTAINER_HOST")
+    try:
+        if env_host or engine == "docker":
+            client = docker.from_env(timeout=timeout)  # honours DOCKER_HOST like the docker CLI
+        elif engine == "podman":
+            client = docker.DockerClient(base_url=_podman_socket(), timeout=timeout)
+        else:  # auto: Docker's socket when it answers, else podman's
+            try:
+                client = docker.from_env(timeout=timeout)
+                client.ping()
+            except docker.errors.DockerException:
+                client = docker.DockerClient(base_url=_podman_socket(), timeout=timeout)
         client.ping()
         return client
     except docker.errors.DockerException as exc:
-        raise DevenvError(f"cannot reach the local Docker daemon: {_short(exc)}",
-                          "start dockerd (sudo systemctl start docker) and check that you may use it "
-                          "(member of the 'docker' group, or DOCKER_HOST set)") from None
+        raise DevenvError(f"cannot reach the local container engine ({engine}): {_short(exc)}",
+                          "start it (sudo systemctl start docker, or systemctl --user start podman.socket) and "
+                          "check that you may use it (the 'docker' group, or DOCKER_HOST / CONTAINER_HOST set)"
+                          ) from None
 
 
-def _ssh_client(conn: Connection, timeout: int) -> docker.DockerClient:
+def _podman_socket() -> str:
+    """podman's API socket on this machine: root's, or the rootless user's under XDG_RUNTIME_DIR."""
+    if os.geteuid() == 0:
+        return "unix:///run/podman/podman.sock"
+    runtime_dir = os.environ.get("XDG_RUNTIME_DIR") or f"/run/user/{os.geteuid()}"
+    return f"unix://{runtime_dir}/podman/podman.sock"
+
+
+def _ssh_client(conn: Connection, engine: str, timeout: int) -> docker.DockerClient:
     api = docker.APIClient(base_url="ssh://devenv", version=MIN_API_VERSION, timeout=timeout,
                            use_ssh_client=True)  # no I/O here: the adapter is replaced below
-    adapter = _ChannelAdapter(conn, timeout)
+    adapter = _ChannelAdapter(conn, timeout, engines.dial_command(engine))
     api._custom_adapter.close()
     api._custom_adapter = adapter
     api.mount("http+docker://ssh", adapter)
-    try:
-        server = api.version(api_version=False)["ApiVersion"]
-    except Exception as exc:  # any failure of the first request: say why, from the host's own docker CLI
-        raise _explain_dial_failure(conn, exc) from None
-    api._version = min(server, docker.constants.DEFAULT_DOCKER_API_VERSION, key=_version_key)
-    if _version_key(api._version) < _version_key(MIN_API_VERSION):
-        raise DevenvError(f"Docker on {conn.name} speaks API {server}; devenv needs {MIN_API_VERSION} or newer",
-                          "upgrade Docker on the host to 19.03 or newer")
     client = docker.DockerClient.__new__(docker.DockerClient)
     client.api = api
     return client
 
 
+def _pin_api_version(api: docker.APIClient, info: EngineInfo, host: str) -> None:
+    try:
+        api._version = min(info.api_version, docker.constants.DEFAULT_DOCKER_API_VERSION, key=_version_key)
+    except ValueError:
+        raise DevenvError(f"{info.name} on {host} reports an API version devenv cannot read: {info.api_version!r}",
+                          "upgrade the engine on the host") from None
+    if _version_key(api._version) < _version_key(MIN_API_VERSION):
+        raise DevenvError(f"{info.name} on {host} speaks API {info.api_version}; devenv needs {MIN_API_VERSION} "
+                          "or newer", "upgrade Docker on the host to 19.03 or newer (podman 3 or newer)")
+
+
 class _ChannelConnection(urllib3.connection.HTTPConnection):
     """HTTP over one `docker system dial-stdio` exec channel."""
 
-    def __init__(self, conn: Connection, timeout: float):
+    def __init__(self, conn: Connection, timeout: float, dial: str):
         super().__init__("localhost", timeout=timeout)
         self._conn = conn
         self._timeout = timeout
+        self._dial = dial
 
     def connect(self) -> None:
         transport = transport_of(self._conn)
         no_delay(transport.sock)  # API calls are small request/response pairs: no delayed-ACK stalls
         channel = transport.open_session(timeout=30)
         channel.settimeout(self._timeout)
-        channel.exec_command(DIAL_COMMAND)
+        channel.exec_command(self._dial)
         self.sock = channel
 
 
@@ -87,19 +123,20 @@ class _ChannelPool(urllib3.connectionpool.HTTPConnectionPool):
     # docker-py's fix: reusing a pooled connection must not call fileno() on a paramiko channel (an fd leak).
     _get_conn = SSHConnectionPool._get_conn
 
-    def __init__(self, conn: Connection, timeout: float, maxsize: int):
+    def __init__(self, conn: Connection, timeout: float, maxsize: int, dial: str):
         super().__init__("localhost", timeout=timeout, maxsize=maxsize)
         self._conn = conn
         self._channel_timeout = timeout
+        self._dial = dial
 
     def _new_conn(self) -> _ChannelConnection:
-        return _ChannelConnection(self._conn, self._channel_timeout)
+        return _ChannelConnection(self._conn, self._channel_timeout, self._dial)
 
 
 class _ChannelAdapter(BaseHTTPAdapter):
-    def __init__(self, conn: Connection, timeout: float, maxsize: int = 8):
+    def __init__(self, conn: Connection, timeout: float, dial: str, maxsize: int = 8):
         super().__init__()
-        self._pool = _ChannelPool(conn, timeout, maxsize)
+        self._pool = _ChannelPool(conn, timeout, maxsize, dial)
 
     def get_connection(self, url, proxies=None):
         return self._pool
@@ -109,18 +146,26 @@ class _ChannelAdapter(BaseHTTPAdapter):
         super().close()
 
 
-def _explain_dial_failure(conn: Connection, exc: Exception) -> DevenvError:
-    """The SDK only sees a closed channel; the host's docker CLI says what is wrong."""
+def _explain_dial_failure(conn: Connection, engine: str, exc: Exception) -> DevenvError:
+    """The SDK only sees a closed channel; the host's docker (or podman) CLI says what is wrong."""
     if isinstance(exc, DevenvError):
         return exc
+    try:
+        which = conn.run("command -v docker >/dev/null 2>&1 && echo docker; "
+                         "command -v podman >/dev/null 2>&1 && echo podman; true", timeout=30).stdout.split()
+    except ConnectError as lost:
+        return lost
+    if engine == "podman" or (engine == "auto" and "docker" not in which and "podman" in which):
+        return _explain_podman_failure(conn, exc)
     try:
         probe = conn.run("docker version --format '{{.Server.APIVersion}}'", timeout=30)
     except ConnectError as lost:
         return lost
     text = (probe.stderr or probe.stdout).strip()
     if probe.exit_code == 127:
-        return DevenvError(f"Docker is not installed on {conn.name} (no `docker` command)",
-                           "install Docker Engine on the host, or set `runtime: host` in its profile")
+        return DevenvError(f"no container engine on {conn.name} (neither `docker` nor `podman` is installed)"
+                           if engine == "auto" else f"Docker is not installed on {conn.name} (no `docker` command)",
+                           "install Docker Engine or podman on the host, or set `runtime: host` in its profile")
     if "permission denied" in text.lower():
         return DevenvError(f"the SSH user on {conn.name} may not use Docker: {_last_line(text)}",
                            "add the user to the 'docker' group on the host (sudo usermod -aG docker USER), "
@@ -130,6 +175,29 @@ def _explain_dial_failure(conn: Connection, exc: Exception) -> DevenvError:
                            "start the daemon on the host (sudo systemctl start docker)")
     return DevenvError(f"cannot talk to Docker on {conn.name} through SSH: {_short(exc)}",
                        "check that `docker system dial-stdio` works on the host (Docker 18.09 or newer)")
+
+
+def _explain_podman_failure(conn: Connection, exc: Exception) -> DevenvError:
+    try:
+        probe = conn.run("podman version --format '{{.Server.APIVersion}}'", timeout=30)
+        info = conn.run("podman info --format '{{.Host.Security.Rootless}} {{.Host.RemoteSocket.Path}} "
+                        "{{.Host.RemoteSocket.Exists}}'", timeout=30)
+    except ConnectError as lost:
+        return lost
+    if probe.exit_code == 127:
+        return DevenvError(f"podman is not installed on {conn.name} (no `podman` command)",
+                           "install podman on the host, or set `engine: docker` / `runtime: host` in its profile")
+    if not probe.ok:
+        return DevenvError(f"podman on {conn.name} does not answer: {_last_line(probe.stderr or probe.stdout)}",
+                           "run `podman info` on the host to see why")
+    rootless, socket, exists = (info.stdout.split() + ["", "", ""])[:3]
+    if exists == "false":
+        start = ("systemctl --user enable --now podman.socket" if rootless == "true"
+                 else "sudo systemctl enable --now podman.socket")
+        return DevenvError(f"podman's API service is not running on {conn.name} (no socket at {socket or '?'})",
+                           f"start it on the host: `{start}` (or `podman system service -t 0 &`)")
+    return DevenvError(f"cannot talk to podman on {conn.name} through SSH: {_short(exc)}",
+                       "check that `podman system dial-stdio` works on the host (podman 3 or newer)")
 
 
 def _version_key(version: str) -> tuple[int, ...]:

@@ -1,4 +1,7 @@
-"""L1: the Docker operations environments need, as plain data in and out (no SDK type leaves this module).
+"""L1: the container operations environments need, as plain data in and out (no SDK type leaves this module).
+
+One runtime for Docker and podman: both speak the Docker API. The one place they part is creating a container
+with GPUs (see devenv.env.engines): podman's containers are created through podman's own API, with CDI devices.
 
 Every docker-py error becomes a DevenvError with a hint; a port that cannot be published becomes PortInUse
 so the service can pick a free one.
@@ -17,7 +20,9 @@ import docker.errors
 import requests
 from docker.types import DeviceRequest, Ulimit
 
+from devenv.env import engines
 from devenv.env import spec as envspec
+from devenv.env.engines import EngineInfo
 from devenv.env.info import (
     BuildFailed,
     ContainerInfo,
@@ -36,25 +41,34 @@ _NETWORK_ERRORS = (requests.exceptions.ConnectionError, ConnectionError, EOFErro
 _PORT_TAKEN = re.compile(r"(?:Bind for [\d.]+:(\d+) failed: port is already allocated|"
                          r"listen tcp4? [\d.]+:(\d+): bind: address already in use)")
 # The classic builder's bookkeeping lines: not what a user reads to see why a step failed.
-_BUILD_NOISE = re.compile(r"^\s*(---> |Removing intermediate container |Successfully built |Successfully tagged )")
+_BUILD_NOISE = re.compile(r"^\s*(\[\d+/\d+\] )?(---> |--> |COMMIT |Removing intermediate container |"
+                          r"Successfully built |Successfully tagged )")
+# Docker's classic builder says "Step 3/16 : RUN ...", podman's buildah "[2/3] STEP 3/16: RUN ...".
+_BUILD_STEP = re.compile(r"^(\[\d+/\d+\] )?(Step|STEP) \d+/\d+")
+_RLIM_INFINITY = 2**64 - 1  # podman's API wants the unsigned value where Docker takes -1
 _RLIMIT_REFUSED = re.compile(r"error setting rlimit type (\d+)")
 # Linux RLIMIT_* numbers as runc reports them.
-_RLIMIT_NAMES = {3: "stack", 7: "nofile", 8: "memlock"}
+_RLIMIT_NAMES = {3: "stack", 6: "nproc", 7: "nofile", 8: "memlock"}
 
 
 class DockerRuntime:
-    """Containers, images and volumes on one host's Docker daemon."""
+    """Containers, images and volumes on one host's container engine (Docker or podman)."""
 
     kind = "docker"
 
-    def __init__(self, client: docker.DockerClient, host_name: str):
+    def __init__(self, client: docker.DockerClient, host_name: str,
+                 engine: EngineInfo | None = None, gpu_devices: str = "auto"):
         self.client = client
         self.api = client.api
         self.host = host_name
+        self.engine = engine or EngineInfo("docker", "?", "?")
+        self.gpu_request = engines.gpu_request_kind(self.engine.name, gpu_devices)
 
     @classmethod
-    def connect(cls, conn: Connection, host_name: str, local: bool) -> DockerRuntime:
-        return cls(docker_api.client_for(conn, local), host_name)
+    def connect(cls, conn: Connection, host_name: str, local: bool, engine: str = "auto",
+                gpu_devices: str = "auto") -> DockerRuntime:
+        client, info = docker_api.client_for(conn, local, engine)
+        return cls(client, host_name, info, gpu_devices)
 
     def close(self) -> None:
         try:
@@ -114,7 +128,7 @@ class DockerRuntime:
                     line = line.rstrip()
                     if not line or _BUILD_NOISE.match(line):
                         continue
-                    if line.startswith("Step "):
+                    if _BUILD_STEP.match(line):
                         step = line
                         tail = []
                     else:
@@ -125,7 +139,7 @@ class DockerRuntime:
         except _NETWORK_ERRORS as exc:
             raise self._lost("building " + tag, exc) from None
         info = self.image(tag)
-        if info is None or (image_id and info.id != image_id):
+        if info is None or (image_id and _digest(info.id) != _digest(image_id)):
             raise DevenvError(f"the build of {tag} ended without an image", "run `devenv image build` again")
         return info
 
@@ -155,7 +169,10 @@ class DockerRuntime:
     def list_volumes(self, label_filters: dict[str, str]) -> list[str]:
         filters = {"label": [f"{k}={v}" for k, v in label_filters.items()]}
         data = self._call(self.api.volumes, filters=filters)
-        return sorted(v["Name"] for v in (data or {}).get("Volumes") or [])
+        # Checked here too: podman 4.3 ORs several label filters on volumes (seen: `down --purge` of one
+        # environment listed every devenv volume on the host).
+        return sorted(v["Name"] for v in (data or {}).get("Volumes") or []
+                      if _labels_match(v.get("Labels"), label_filters))
 
     # --- containers ----------------------------------------------------------------------------------
 
@@ -171,18 +188,22 @@ class DockerRuntime:
         summaries = self._call(self.api.containers, all=True, filters=filters)
         found = []
         for summary in summaries:
+            if not _labels_match(summary.get("Labels"), label_filters):
+                continue  # an engine's filter is not trusted alone (see list_volumes)
             info = self.find(summary["Id"])  # inspect: ports, start time and exit code, which summaries lack
             if info is not None:
                 found.append(info)
         return sorted(found, key=lambda c: c.name)
 
     def create(self, req: envspec.ContainerRequest) -> str:
+        if self.engine.name == "podman":
+            return self._create_podman(req)
         host_config = self.api.create_host_config(
             port_bindings={f"{cport}/tcp": ("127.0.0.1", hport) for cport, hport in req.ports.items()},
             binds={vol: {"bind": path, "mode": "rw"} for vol, path in req.volumes.items()},
             shm_size=req.shm_size,
             ulimits=[Ulimit(name=n, soft=s, hard=h) for n, (s, h) in req.ulimits.items()],
-            device_requests=_device_requests(req.gpus),
+            device_requests=_device_requests(req.gpus, self.gpu_request),
             init=True,  # docker-init reaps zombies and forwards signals for the entrypoint
             restart_policy={"Name": "unless-stopped"},
         )
@@ -194,6 +215,28 @@ class DockerRuntime:
             raise DevenvError(f"image {req.image} is not on {self.host}",
                               "run `devenv up` again to pull or build it") from None
         return created["Id"]
+
+    def _create_podman(self, req: envspec.ContainerRequest) -> str:
+        """Create through podman's own API: its Docker-compatible create drops device requests and rejects CDI
+        names, so a GPU asked for that way would silently be missing."""
+        url = f"{self.api.base_url}/v4.0.0/libpod/containers/create"
+        try:
+            response = self.api._post_json(url, data=podman_create_spec(req))
+            created = self.api._result(response, json=True)
+        except docker.errors.NotFound as exc:
+            raise DevenvError(f"image {req.image} is not on {self.host}: {_explain(exc)}",
+                              "run `devenv up` again to build it") from None
+        except docker.errors.APIError as exc:
+            text = _explain(exc)
+            if "cdi" in text.lower() or "unresolvable" in text.lower():
+                raise DevenvError(f"podman on {self.host} cannot give the GPUs to the container: {text}",
+                                  "generate the CDI spec on the host: `sudo nvidia-ctk cdi generate "
+                                  "--output=/etc/cdi/nvidia.yaml` (see `devenv check`)") from None
+            raise DevenvError(f"podman on {self.host} refused to create the container: {text}",
+                              "`devenv status HOST` shows what devenv made there") from None
+        except _NETWORK_ERRORS as exc:
+            raise self._lost("creating the container", exc) from None
+        return str(created["Id"])
 
     def put_files(self, container: str, files: list[tuple[str, bytes, int]]) -> None:
         """Write (absolute path, data, mode) into a container, owned by root; works before the first start."""
@@ -331,9 +374,53 @@ class DockerRuntime:
                             "(devenv up finishes a half-made environment)")
 
 
-def _device_requests(gpus: str) -> list[DeviceRequest]:
+def podman_create_spec(req: envspec.ContainerRequest) -> dict:
+    """podman's SpecGenerator for a container request: the same container the Docker path makes."""
+    spec: dict = {
+        "image": req.image,
+        "name": req.name,
+        "labels": dict(req.labels),
+        "env": dict(req.environment),
+        "hostname": req.hostname,
+        "portmappings": [{"host_ip": "127.0.0.1", "host_port": hport, "container_port": cport, "protocol": "tcp"}
+                         for cport, hport in req.ports.items()],
+        "volumes": [{"Name": vol, "Dest": path} for vol, path in req.volumes.items()],
+        "devices": [{"path": name} for name in engines.cdi_device_names(req.gpus)],
+        "init": True,
+        "restart_policy": "unless-stopped",
+    }
+    if req.shm_size:
+        spec["shm_size"] = _bytes(req.shm_size)
+    if req.ulimits:
+        spec["r_limits"] = [{"type": n, "soft": _rlim(s), "hard": _rlim(h)} for n, (s, h) in req.ulimits.items()]
+    return spec
+
+
+def _labels_match(labels: dict[str, str] | None, wanted: dict[str, str]) -> bool:
+    return all((labels or {}).get(key) == value for key, value in wanted.items())
+
+
+def _rlim(value: int) -> int:
+    return _RLIM_INFINITY if value < 0 else value
+
+
+def _digest(image_id: str) -> str:
+    return image_id.removeprefix("sha256:")  # podman's build event and inspect differ in this prefix
+
+
+def _bytes(size: str | int) -> int:
+    if isinstance(size, int):
+        return size
+    units = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+    text = size.strip().lower().rstrip("b")
+    return int(text[:-1]) * units[text[-1]] if text and text[-1] in units else int(text)
+
+
+def _device_requests(gpus: str, kind: str = "toolkit") -> list[DeviceRequest]:
     if gpus == "none":
         return []
+    if kind == "cdi":  # Docker 25+ with CDI enabled: the "cdi" driver takes CDI names
+        return [DeviceRequest(driver="cdi", device_ids=engines.cdi_device_names(gpus))]
     caps = [list(envspec.GPU_CAPABILITIES)]
     if gpus == "all":
         return [DeviceRequest(count=-1, capabilities=caps)]

@@ -7,24 +7,30 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
+from devenv.checks import engine as engine_checks
 from devenv.checks import host as hc
 from devenv.checks.compat_findings import compat_checks
 from devenv.checks.report import CheckReport, CheckResult
 from devenv.config.profiles import EnvProfile, HostProfile
 from devenv.remote.base import Connection
+from devenv.runtimes.factory import settle
 
 PROBE_TIMEOUT = 30.0
 
 
-def measure_latency(conn: Connection, rounds: int = 3) -> float:
-    """Median round trip of a no-op command, in ms (the first call also opens the connection)."""
+def measure_latency(conn: Connection, rounds: int = 3) -> tuple[float | None, float]:
+    """(network round trip, command start-up), medians in ms. The network one is an SSH keepalive request
+    and its reply (no shell involved); the command one runs `true` through the login shell, so a slow
+    ~/.bashrc shows there and not as network latency. The first call also opens the connection."""
     conn.run("true", timeout=PROBE_TIMEOUT)
+    ping = getattr(conn, "ping", None)
+    network = statistics.median(ping() * 1000 for _ in range(rounds)) if ping else None
     samples = []
     for _ in range(rounds):
         start = time.perf_counter()
         conn.run("true", timeout=PROBE_TIMEOUT)
         samples.append((time.perf_counter() - start) * 1000)
-    return statistics.median(samples)
+    return network, statistics.median(samples)
 
 
 def run_check(
@@ -35,21 +41,22 @@ def run_check(
 ) -> CheckReport:
     """Every check for `host` running `env`. Connection failures raise (nothing else can be checked)."""
     started = time.perf_counter()
-    latency = measure_latency(conn)  # raises ConnectError: the one fatal condition
-    results: list[CheckResult] = [hc.judge_ssh(host.local, latency, _target(host))]
+    network_ms, command_ms = measure_latency(conn)  # raises ConnectError: the one fatal condition
+    host = settle(host, conn)  # `runtime: auto`: docker if the host has it, else the bare host
+    results: list[CheckResult] = [hc.judge_ssh(host.local, network_ms, _target(host), command_ms)]
     emit = on_result or (lambda r: None)
     emit(results[0])
 
-    probes = dict(hc.PROBES)
-    probes["image"] = hc.image_probe(env.image) if host.runtime == "docker" else "exit 1"
+    probes = {**hc.PROBES, **engine_checks.PROBES}
+    probes["image"] = engine_checks.image_probe(env.image, host.engine) if host.runtime == "docker" else "exit 1"
     probes["python"] = hc.python_probe(host.python) if host.runtime == "host" else "exit 0"
-    probes["disk"] = hc.disk_dir_probe(host.runtime)
+    probes["disk"] = (engine_checks.disk_probe(host.engine) if host.runtime == "docker"
+                      else hc.disk_dir_probe(host.runtime))
     with ThreadPoolExecutor(max_workers=1) as pool:  # the forwarding probe overlaps the batch's round trip
         forwarding = pool.submit(_forwarding, conn)
         batch = conn.run(hc.batch_script(probes), timeout=PROBE_TIMEOUT)
         allowed, detail = forwarding.result()
     out = hc.parse_batch(batch.stdout, probes)
-    docker_info = hc.parse_docker_json(out["docker_info"]) if out["docker_info"].ok else None
     disk_dir, _, df_line = out["disk"].stdout.partition("\n")
     disk = hc.BatchOutput(out["disk"].command, df_line, out["disk"].stderr, out["disk"].exit_code)
 
@@ -61,15 +68,18 @@ def run_check(
     add(hc.judge_os(out["os"]))
     image = hc.image_facts(out["image"])
     wants_gpu = env.gpus != "none"
+    engine = None
     if host.runtime == "docker":
-        add(*hc.judge_docker(out["docker_version"], out["docker_info"]))
+        engine = engine_checks.choose_engine(host.engine, out["docker_version"], out["docker_info"], out["podman_info"])
+        add(*engine.results)
     else:
         add(hc.judge_python(out["python"], host.python))
     add(hc.judge_disk(disk, disk_dir, image is not None, env.image_size_gb))
     gpu_checks, inventory, _driver_cuda = hc.judge_gpus(out["gpus"], out["nvsmi_header"], wants_gpu)
     add(*gpu_checks)
-    if host.runtime == "docker":
-        add(hc.judge_toolkit(out["toolkit"], docker_info, bool(inventory), wants_gpu))
+    if engine is not None:
+        add(engine_checks.judge_gpu_access(engine.name, host.gpu_devices, env.gpus, out["toolkit"], out["cdi_specs"],
+                                           engine.docker_info, bool(inventory), wants_gpu))
     add(*compat_checks(env, inventory, image, host_python=_host_torch(results)))
     add(hc.judge_forwarding(allowed, detail))
     return CheckReport(host.name, env.name, results, time.perf_counter() - started)

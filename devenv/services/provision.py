@@ -170,11 +170,15 @@ class Provisioner:
                 return container, token, notes
             except LimitRefused as exc:
                 self.runtime.remove(container)
-                if exc.name in refused:
+                # A limit the engine adds by itself (podman sets nofile/nproc whenever any limit is asked for):
+                # ask for none, so the engine's own configured defaults apply.
+                dropped = {exc.name} if exc.name in request.ulimits else set(request.ulimits)
+                if not dropped or dropped <= refused:
                     raise
-                refused.add(exc.name)
+                refused |= dropped
                 envstate.update_host_facts(self.host.name, refused_ulimits=sorted(refused))
-                note = f"{self.host.name} refuses ulimit {exc.name} for containers; started without it"
+                note = (f"{self.host.name} refuses ulimit {exc.name} for containers; "
+                        f"started without {', '.join(sorted(dropped))}")
                 notes.append(note)
                 events.step(note)
             except PortInUse as exc:

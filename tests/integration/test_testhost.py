@@ -65,3 +65,11 @@ def test_the_devenv_home_holds_both_host_profiles(use_testhost, testhost):
     assert box.runtime == "docker"
     nodocker = load_host(testhost.nodocker_alias)
     assert nodocker.ssh is not None and nodocker.ssh.alias == testhost.nodocker_alias
+
+
+def test_slurm_cluster_runs_one_step_on_both_nodes_through_the_login_node(testhost):
+    """The Slurm cluster testhost/setup starts: two compute nodes, reached from the test sshd (the login node)."""
+    result = run(testhost.ssh_argv() + ["srun", "--nodes=2", "--ntasks=2", "--label", "--time=1",
+                                        "printenv", "SLURMD_NODENAME"], timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert sorted(result.stdout.split("\n")[:-1]) == ["0: node1", "1: node2"]

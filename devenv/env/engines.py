@@ -1,0 +1,67 @@
+"""Container engines (L0): Docker and podman behind one Docker-compatible API, and how each is given GPUs.
+
+devenv speaks the Docker API to both: podman serves it too, and `podman system dial-stdio` bridges it over SSH
+exactly as `docker system dial-stdio` does. Where the two disagree is GPUs. Docker with the NVIDIA toolkit takes
+device requests (`--gpus`); podman takes CDI device names (`--device nvidia.com/gpu=all`), and its
+Docker-compatible create ignores device requests and rejects CDI names (seen with podman 4.3.1), so podman
+containers are created through podman's own API. Docker 25+ with CDI enabled takes CDI names as device requests
+with the "cdi" driver.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+ENGINES = ("docker", "podman")
+CDI_GPU_KIND = "nvidia.com/gpu"
+# A CLI-less fallback: `auto` uses docker's bridge when its CLI exists, else podman's.
+_AUTO_DIAL = ("if command -v docker >/dev/null 2>&1; then exec docker system dial-stdio; fi; "
+              "exec podman system dial-stdio")
+
+
+@dataclass(frozen=True)
+class EngineInfo:
+    """What answered on the other end of the API: its name, version and API version."""
+
+    name: str                 # docker | podman
+    version: str
+    api_version: str
+
+    def describe(self) -> str:
+        return f"{self.name} {self.version} (API {self.api_version})"
+
+
+def dial_command(engine: str) -> str:
+    """The host command that bridges the engine's API socket to stdin/stdout (one SSH channel each)."""
+    if engine == "docker":
+        return "docker system dial-stdio"
+    if engine == "podman":
+        return "podman system dial-stdio"
+    return _AUTO_DIAL
+
+
+def identify(version: dict[str, Any]) -> EngineInfo:
+    """Which engine answered a `/version` request: podman names itself in the components it lists."""
+    components = version.get("Components") or []
+    podman = next((c for c in components if "podman" in str(c.get("Name", "")).lower()), None)
+    if podman is not None:
+        return EngineInfo("podman", str(podman.get("Version") or version.get("Version") or "?"),
+                          str(version.get("ApiVersion") or "?"))
+    return EngineInfo("docker", str(version.get("Version") or "?"), str(version.get("ApiVersion") or "?"))
+
+
+def gpu_request_kind(engine: str, gpu_devices: str) -> str:
+    """'cdi' or 'toolkit': how the engine is asked for GPUs (a host profile's `gpu_devices` overrides auto)."""
+    if engine == "podman":
+        return "cdi"  # podman has no device-request path to the toolkit: CDI is NVIDIA's way there
+    return "cdi" if gpu_devices == "cdi" else "toolkit"
+
+
+def cdi_device_names(gpus: str, kind: str = CDI_GPU_KIND) -> list[str]:
+    """CDI names for an environment's `gpus` (all | none | "0,1"): nvidia.com/gpu=all, nvidia.com/gpu=0, ..."""
+    if gpus == "none":
+        return []
+    if gpus == "all":
+        return [f"{kind}=all"]
+    return [f"{kind}={index.strip()}" for index in gpus.split(",") if index.strip()]

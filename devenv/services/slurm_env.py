@@ -1,0 +1,364 @@
+"""Environments as Slurm jobs (L2): one job per environment, the bare-host runtime inside the allocation.
+
+Slurm is the truth, as labels are for containers: the job's name is `devenv-<owner>-<env>` and its comment
+carries the spec hash, so `status` and re-`up` work from `squeue` alone. The env's files (token 0600, Jupyter
+config, launcher, one job-<id>.json per job saying node and port, the job's log) live in ~/.devenv/envs/<key>
+on the cluster's shared file system, written from the login node and read on the compute node.
+
+  no live job                      -> check python, write the files, sbatch, wait for the start, wait for Jupyter
+  pending or running, same spec    -> wait for it / reattach
+  live, different spec             -> diff, confirm, scancel, submit again (workspace kept)
+  the job's own end                -> reported with Slurm's state and reason (TIMEOUT, NODE_FAIL, PREEMPTED, ...)
+
+The wait for the start is bounded (slurm.queue_timeout); a job that cannot start (hopeless pending reason) or
+does not start in time is cancelled before the error is raised: no orphan job stays queued.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import time
+from collections.abc import Callable, Iterator
+
+from devenv.cluster import slurm_job
+from devenv.cluster.errors import JobEnded, JobRejected, QueueTimeout
+from devenv.cluster.slurm_job import JobRequest, SlurmSettings
+from devenv.cluster.slurm_text import Job
+from devenv.config.profiles import EnvProfile, HostProfile
+from devenv.env import spec as envspec
+from devenv.env import state as envstate
+from devenv.env.info import EnvStatus
+from devenv.errors import DevenvError
+from devenv.services import jupyter
+
+LIVE = ("pending", "running", "ending")
+
+_PROBE = r"""
+import json, sys, urllib.request
+try:
+    with urllib.request.urlopen("http://127.0.0.1:%s/api" % sys.argv[1], timeout=2) as r:
+        print("jupyter ok: jupyter-server", json.load(r).get("version", "?"))
+except Exception as e:
+    print("jupyter down: %s: %s" % (type(e).__name__, e)); sys.exit(1)
+"""
+
+
+class SlurmEnvironments:
+    """The environments of one owner on one Slurm cluster, reached through its login node.
+
+    `slurm` is a devenv.schedulers.slurm.Slurm and `files` a devenv.runtimes.host_runtime.HostRuntime, both on
+    the login node's connection (passed in: this service never builds an adapter)."""
+
+    def __init__(self, host: HostProfile, conn, slurm, files, owner: str | None = None,
+                 clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep):
+        self.host = host
+        self.conn = conn
+        self.slurm = slurm
+        self.files = files
+        self.owner = owner or envspec.owner()
+        self.settings: SlurmSettings = host.slurm or SlurmSettings()
+        self._clock = clock
+        self._sleep = sleep
+
+    # --- names and specs ---------------------------------------------------------------------------------
+
+    def key(self, env_name: str) -> str:
+        return f"{self.owner}-{env_name}"
+
+    def job_name(self, env_name: str) -> str:
+        return slurm_job.job_name(self.owner, env_name)
+
+    def spec(self, env: EnvProfile) -> dict:
+        settings = self.settings.to_dict()
+        settings.pop("queue_timeout")    # how long we wait is not part of what runs
+        return {"env": env.name, "runtime": "slurm", "python": self.host.python,
+                "port": env.ports.get("jupyter", envspec.CONTAINER_PORTS["jupyter"]), "jupyter": env.jupyter,
+                "slurm": settings}
+
+    # --- reading the cluster -----------------------------------------------------------------------------
+
+    def job_of(self, env_name: str) -> Job | None:
+        """The env's live job (newest), else its newest ended one Slurm still remembers, else None."""
+        jobs = sorted(self.slurm.jobs(self.job_name(env_name)), key=lambda j: int(j.job_id.split("_")[0]))
+        live = [j for j in jobs if j.phase in LIVE]
+        return (live or jobs or [None])[-1]
+
+    def job_state(self, env_name: str, job_id: str) -> dict | None:
+        """job-<id>.json (node, port) the launcher wrote on the compute node; None before it ran."""
+        result = self.conn.run(f"cat {self._env_path(env_name, f'job-{int(job_id)}.json')}", timeout=30)
+        try:
+            return json.loads(result.stdout) if result.ok else None
+        except ValueError:
+            return None
+
+    def _status(self, env_name: str, job: Job, state: dict | None = None) -> EnvStatus:
+        nodes = self.slurm.hostnames(job.nodes) if job.nodes else []
+        if job.phase == "running":
+            state = state if state is not None else self.job_state(env_name, job.job_id)
+        running = job.phase == "running" and bool(state)
+        if job.phase == "pending":
+            detail = f"pending: {job.pending_text()}"
+        elif job.phase == "running":
+            detail = (f"time left {job.time_left}" if job.time_left else "") + ("" if state else
+                                                                                 ", Jupyter not started yet")
+        elif job.phase == "ending":
+            detail = "ending (Slurm is cleaning up the job)"
+        else:
+            detail = f"ended: {job.end_text()}"
+        spec_hash = (job.comment or "").removeprefix("devenv:") or None
+        return EnvStatus(
+            host=self.host.name, env=env_name, owner=self.owner, runtime="slurm",
+            state="running" if running else ("starting" if job.phase == "running" else
+                                             "pending" if job.phase == "pending" else
+                                             "ending" if job.phase == "ending" else "ended"),
+            spec_hash=spec_hash, ports={"jupyter": int(state["port"])} if running and state else {},
+            container=job.job_id, name=job.name, started_at=job.start or "", detail=detail.strip(", "),
+            job_id=job.job_id, nodes=nodes, address=nodes[0] if nodes else "",
+        )
+
+    def status(self, all_owners: bool = True) -> list[EnvStatus]:
+        """This owner's environment jobs (Slurm shows a user only their own jobs' details: --me)."""
+        prefix = slurm_job.JOB_PREFIX + self.owner + "-"
+        out = []
+        for job in self.slurm.jobs_by_prefix(prefix):
+            env_name = job.name[len(prefix):]
+            out.append(self._status(env_name, job))
+        return out
+
+    def find(self, env_name: str) -> EnvStatus | None:
+        job = self.job_of(env_name)
+        return self._status(env_name, job) if job else None
+
+    def volumes(self, env_name: str) -> list[str]:
+        return [self.files.workspace(env_name)]
+
+    # --- up ----------------------------------------------------------------------------------------------
+
+    def up(self, env: EnvProfile, *, events, ready_timeout: float = jupyter.READY_TIMEOUT,
+           assume_yes: bool = False, preflight: Callable[[], object] | None = None):
+        """(status, action, token, elapsed): the env's Jupyter running in a job, answering on its node."""
+        started = self._clock()
+        if not env.jupyter:
+            raise DevenvError(f"environment '{env.name}' runs no Jupyter: on a Slurm cluster there is nothing "
+                              f"to start", f"use `devenv sanity {self.host.name}` to run checks in a job")
+        key = self.key(env.name)
+        spec = self.spec(env)
+        spec_hash = envspec.spec_hash(spec)
+        job = self.job_of(env.name)
+        action = "created"
+        if job is not None and job.phase in LIVE:
+            same = (job.comment or "") == f"devenv:{spec_hash}"
+            if same and job.phase != "ending":
+                events.step(f"Found job {job.job_id} ({job.state.lower()}) for '{env.name}' on {self.host.name}")
+                job = self._wait_start(env.name, job.job_id, events)
+                state = self._wait_ready(env.name, job, events, ready_timeout)
+                token = self._token(env.name)
+                return self._status(env.name, job, state), "reattached", token, self._clock() - started
+            if not same:
+                question = (f"Job {job.job_id} for '{env.name}' on {self.host.name} runs with another spec. "
+                            f"Cancel it and submit a new one?")
+                diff = [f"spec hash: {(job.comment or '?').removeprefix('devenv:')[:12]} -> {spec_hash[:12]}"]
+                if not (assume_yes or events.confirm(question, diff)):
+                    raise DevenvError(f"job {job.job_id} for '{env.name}' differs from the profile and was left "
+                                      f"running", "run `devenv up --yes` to replace it (the workspace is kept)")
+                action = "recreated"
+            events.step(f"Cancelling job {job.job_id}")
+            self.slurm.cancel(job.job_id)
+
+        if preflight is not None:
+            events.step(f"Checking {self.host.name}")
+            report = preflight()
+            if not getattr(report, "ok", True):
+                from devenv.services.provision import PreflightFailed
+
+                raise PreflightFailed(report)
+        facts = self.files.python_facts()
+        if not facts.get("jupyterlab"):
+            raise DevenvError(f"{self.host.python} on {self.host.name} (python {facts.get('python')}) has no "
+                              f"JupyterLab", f"install it where the compute nodes see it (a venv on the shared "
+                                             f"file system): {self.host.python} -m pip install jupyterlab")
+
+        token = self.files.read_token(key) or jupyter.new_token()
+        events.step(f"Writing the environment's files on {self.host.name} (token 0600, Jupyter config)")
+        self.files.prepare(key, token)
+        env_dir, workspace = self._abs(self.files.env_dir(key)), self._abs(self.files.workspace(env.name))
+        self.conn.put(slurm_job.LAUNCHER.encode(), f"{env_dir}/launch.py", 0o600)
+        self.conn.run(f"mkdir -p {shlex.quote(workspace)}", check=True, timeout=30)
+        request = JobRequest(self.settings, self.job_name(env.name), spec_hash, f"{env_dir}/job-%j.log", workspace)
+        script = slurm_job.batch_script(self.host.python, f"{env_dir}/launch.py", env_dir, workspace, spec["port"])
+        events.step(f"Submitting the job ({_describe(self.settings)})")
+        job_id = self.slurm.submit(request, script)
+        envstate.update(self.host.name, env.name, container=job_id, token=token, ports={})
+        job = self._wait_start(env.name, job_id, events)
+        state = self._wait_ready(env.name, job, events, ready_timeout)
+        status = self._status(env.name, job, state)
+        envstate.update(self.host.name, env.name, container=job_id, token=token, ports=status.ports)
+        return status, action, token, self._clock() - started
+
+    def _wait_start(self, env_name: str, job_id: str, events) -> Job:
+        """Until the job runs; bounded by slurm.queue_timeout, cancelling it on timeout or a hopeless reason."""
+        deadline = self._clock() + self.settings.queue_timeout
+        said = None
+        while True:
+            job = self.slurm.job(job_id)
+            if job is None:
+                raise JobEnded(f"job {job_id} for '{env_name}' on {self.host.name} is gone (Slurm no longer "
+                               f"knows it)", f"run `devenv up {self.host.name}` again")
+            if job.phase == "running":
+                return job
+            if job.phase in ("ended", "ending"):
+                raise self._ended(env_name, job)
+            hopeless = job.hopeless
+            if hopeless:
+                self.slurm.cancel(job_id)
+                raise JobRejected(f"job {job_id} can never start on {self.host.name}: {job.reason} ({hopeless}); "
+                                  f"devenv cancelled it",
+                                  f"fix the host profile's slurm: settings; `devenv check {self.host.name}` "
+                                  f"shows the partitions and their limits")
+            text = f"Job {job_id} pending: {job.pending_text()}"
+            if text != said:
+                events.step(text)
+                said = text
+            if self._clock() >= deadline:
+                self.slurm.cancel(job_id)
+                raise QueueTimeout(f"job {job_id} did not start within {self.settings.queue_timeout:.0f} s on "
+                                   f"{self.host.name}: {job.pending_text()}; devenv cancelled it",
+                                   "raise slurm.queue_timeout in the host profile, or ask for fewer resources "
+                                   "or another partition")
+            self._sleep(1.0)
+
+    def _wait_ready(self, env_name: str, job: Job, events, timeout: float) -> dict:
+        """Until Jupyter answers on the job's node (probed with srun --overlap); its job-<id>.json."""
+        nodes = self.slurm.hostnames(job.nodes) if job.nodes else []
+        events.step(f"Job {job.job_id} running on {', '.join(nodes) or '?'}; waiting for Jupyter "
+                    f"(at most {timeout:.0f} s)")
+        found: dict = {}
+
+        def probe() -> jupyter.Probe:
+            current = self.slurm.job(job.job_id)
+            if current is None or current.phase != "running":
+                return jupyter.Probe(False, "", stopped=self._ended(env_name, current or job).message)
+            state = found.get("state") or self.job_state(env_name, job.job_id)
+            if not state:
+                return jupyter.Probe(False, "jupyter down: the job has not started Jupyter yet")
+            found["state"] = state
+            result = self.slurm.step(job.job_id, state["node"], [self.host.python, "-c", _PROBE, str(state["port"])],
+                                     timeout=30)
+            return jupyter.Probe(result.ok, (result.stdout + result.stderr).strip())
+
+        jupyter.wait_ready(probe, lambda: self.job_log(env_name, job.job_id, 30), host=self.host.name,
+                           timeout=timeout, on_wait=getattr(events, "waiting", None))
+        return found["state"]
+
+    def _ended(self, env_name: str, job: Job) -> JobEnded:
+        log = self.job_log(env_name, job.job_id, 15)
+        message = f"job {job.job_id} for '{env_name}' on {self.host.name} ended: {job.end_text()}"
+        if log:
+            message += "\nlast lines of its log:\n" + "\n".join(f"  | {line}" for line in log)
+        hint = {"TIMEOUT": "raise slurm.time in the host profile; `devenv up` starts a new job (the workspace "
+                           "is kept)",
+                "NODE_FAIL": "the node failed; `devenv up` starts a new job on a healthy node",
+                "PREEMPTED": "a higher-priority job took the node; `devenv up` queues a new job"}
+        return JobEnded(message, hint.get(job.state, f"`devenv up {self.host.name}` starts a new job"))
+
+    def job_log(self, env_name: str, job_id: str, tail: int = 30) -> list[str]:
+        path = self._env_path(env_name, f"job-{int(job_id)}.log")
+        result = self.conn.run(f"tail -n {int(tail)} {path}", timeout=30)
+        return result.stdout.splitlines() if result.ok else []
+
+    def ended_reason(self, env_name: str, job_id: str) -> str | None:
+        """None while the job runs; else what ended it (the tunnel's watcher asks this)."""
+        job = self.slurm.job(job_id)
+        if job is not None and job.phase == "running":
+            return None
+        return self._ended(env_name, job).message if job else f"job {job_id} is gone (Slurm no longer knows it)"
+
+    # --- the rest of the lifecycle -----------------------------------------------------------------------
+
+    def down(self, env_name: str, purge: bool = False) -> dict[str, list[str]]:
+        removed: dict[str, list[str]] = {"containers": [], "volumes": []}
+        for job in self.slurm.jobs(self.job_name(env_name)):
+            if job.phase in LIVE:
+                self.slurm.cancel(job.job_id)
+                removed["containers"].append(f"job {job.job_id}")
+        if purge:
+            removed["volumes"].extend(self.files.remove(self.key(env_name), env_name, True)[1:])
+        envstate.forget(self.host.name, env_name)
+        return removed
+
+    def _token(self, env_name: str) -> str:
+        cached = envstate.load(self.host.name, env_name).get("token")
+        token = cached or self.files.read_token(self.key(env_name))
+        if not token:
+            raise DevenvError(f"no Jupyter token for '{env_name}' on {self.host.name}",
+                              f"restart it: `devenv down {self.host.name}` then `devenv up {self.host.name}`")
+        return token
+
+    def running(self, env_name: str) -> tuple[EnvStatus, Job, dict]:
+        job = self.job_of(env_name)
+        if job is None:
+            raise DevenvError(f"no environment '{env_name}' on {self.host.name}",
+                              f"start it with `devenv up {self.host.name}`")
+        if job.phase != "running":
+            if job.phase == "ended":
+                raise self._ended(env_name, job)
+            raise DevenvError(f"job {job.job_id} for '{env_name}' on {self.host.name} is {job.state.lower()}",
+                              f"wait for it: `devenv up {self.host.name}` shows why it waits")
+        state = self.job_state(env_name, job.job_id)
+        if not state:
+            raise DevenvError(f"job {job.job_id} runs but has not started Jupyter yet",
+                              f"`devenv up {self.host.name}` waits for it; `devenv logs {self.host.name}` shows "
+                              "its log")
+        return self._status(env_name, job, state), job, state
+
+    def jupyter_access(self, env_name: str) -> tuple[EnvStatus, str, str, int]:
+        """(status, token, node, port on the node's loopback)."""
+        status, _, state = self.running(env_name)
+        return status, self._token(env_name), state["node"], int(state["port"])
+
+    def relay_command(self, job_id: str, node: str, port: int) -> str:
+        """The login node's command whose stdin/stdout is 127.0.0.1:port on the node (srun --overlap relay)."""
+        return slurm_job.relay_command(job_id, node, self.host.python, port)
+
+    def logs(self, env_name: str, tail: int | str = 200, follow: bool = False) -> Iterator[str]:
+        job = self.job_of(env_name)
+        if job is None:
+            raise DevenvError(f"no environment '{env_name}' on {self.host.name}",
+                              f"start it: devenv up {self.host.name}")
+        path = self._env_path(env_name, f"job-{int(job.job_id)}.log")
+        count = "+1" if tail == "all" else str(int(tail))
+        if follow:
+            return self.conn.stream(f"tail -n {count} -F {path}")
+        return iter(self.conn.run(f"tail -n {count} {path}", timeout=60).stdout.splitlines())
+
+    def exec(self, env_name: str, argv: list[str]) -> tuple[int, str, str]:
+        """argv on the job's first node, in the workspace (srun --overlap)."""
+        _, job, state = self.running(env_name)
+        inner = ["bash", "-c", 'cd "$1" 2>/dev/null || cd; shift; exec "$@"', "devenv",
+                 self._abs(self.files.workspace(env_name)), *argv]
+        result = self.slurm.step(job.job_id, state["node"], inner, timeout=3600)
+        return result.exit_code, result.stdout, result.stderr
+
+    def _env_path(self, env_name: str, name: str) -> str:
+        """A file in the env's dir, absolute and quoted for the login node's shell."""
+        return shlex.quote(f"{self._abs(self.files.env_dir(self.key(env_name)))}/{name}")
+
+    def _abs(self, path: str) -> str:
+        if not path.startswith("~/"):
+            return path
+        if not hasattr(self, "_home_dir"):
+            self._home_dir = self.conn.run('printf %s "$HOME"', check=True, timeout=30).stdout.strip()
+        return self._home_dir + path[1:]
+
+
+def _describe(s: SlurmSettings) -> str:
+    parts = [f"partition {s.partition}" if s.partition else "default partition", f"{s.nodes} node(s)",
+             f"time {s.time}"]
+    if s.gpus_per_node:
+        parts.append(f"{s.gpus_per_node} GPU(s)/node" + (f" ({s.gpu_type})" if s.gpu_type else ""))
+    if s.account:
+        parts.append(f"account {s.account}")
+    if s.qos:
+        parts.append(f"qos {s.qos}")
+    return ", ".join(parts)

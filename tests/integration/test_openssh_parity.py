@@ -1,0 +1,880 @@
+"""devenv connects exactly when OpenSSH does: every case writes one ssh config, runs
+`ssh -F cfg -o BatchMode=yes HOST true` and devenv's connection on the same config, against real sshds on
+loopback (tests/sshd_fixture.py), and compares the outcomes. Where devenv's policy is deliberately stricter
+(an unknown or changed host key under StrictHostKeyChecking no), the case says so and checks both sides.
+
+Classes (issue 9): Include, Match, tokens, IdentityAgent, certificates (user and host), each known_hosts
+option, revoked keys, ProxyCommand with shell syntax and a dying proxy, three-hop chains with per-hop users
+and keys, ConnectTimeout against a silent server and a slow link, a non-root user whose $USER differs.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import shutil
+import socket
+import subprocess
+import tempfile
+import textwrap
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from sshd_fixture import SSHD, SSHAgent, make_key
+
+from devenv.config.profiles import SSHTarget
+from devenv.errors import ConnectError, DevenvError
+from devenv.remote.pool import close_all
+from devenv.remote.ssh import SSHConnection
+
+pytestmark = pytest.mark.timeout(90)
+HOP_USER = "devenv-hopuser"   # a non-root account made for these tests (no password, not locked)
+
+
+# --- the lab: keys, CAs, servers, an agent -------------------------------------------------------------
+
+def _ensure_user(name: str) -> pwd.struct_passwd:
+    try:
+        return pwd.getpwnam(name)
+    except KeyError:
+        subprocess.run(["useradd", "--system", "--no-create-home", "--home-dir", "/nonexistent",
+                        "--shell", "/bin/sh", name], check=True, capture_output=True)
+        subprocess.run(["usermod", "-p", "*", name], check=True, capture_output=True)  # not locked: sshd lets it in
+        return pwd.getpwnam(name)
+
+
+def _sign(ca: Path, pub: Path, *, host: bool, principals: str, ident: str = "test") -> Path:
+    argv = ["ssh-keygen", "-q", "-s", str(ca), "-I", ident, "-n", principals, "-V", "-5m:+1h"]
+    if host:
+        argv.append("-h")
+    subprocess.run([*argv, str(pub)], check=True, capture_output=True)
+    return pub.with_name(pub.name.removesuffix(".pub") + "-cert.pub")
+
+
+@dataclass
+class Lab:
+    root: Path
+    keys: dict
+    servers: dict
+    agent: SSHAgent
+    host_ca: Path
+    user_ca: Path
+    values: dict = field(default_factory=dict)
+
+    def fmt(self, text: str) -> str:
+        return textwrap.dedent(text).format(**self.values)
+
+
+@pytest.fixture(scope="module")
+def lab():
+    _ensure_user(HOP_USER)
+    root = Path(tempfile.mkdtemp(prefix="devenv-parity-"))
+    root.chmod(0o755)  # sshd reads authorized_keys as the login user, so the hop user must reach them
+    keys = {name: make_key(root / "keys" / name) for name in ("main", "hop1", "hop2", "hop3", "agentonly")}
+    keys["enc"] = make_key(root / "keys" / "enc", passphrase="s3cret")
+    keys["certonly"] = make_key(root / "keys" / "certonly")
+    (root / "keys").chmod(0o755)
+    for k in keys.values():
+        k.path.chmod(0o600)
+    for ca in ("host_ca", "user_ca"):
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(root / ca)], check=True)
+    _sign(root / "user_ca", keys["certonly"].path.with_name("certonly.pub"), host=False, principals="root")
+    # the agent holds agentonly (whose private file is then deleted) and enc (whose .pub is deleted)
+    agent = SSHAgent(root / "agent").__enter__()
+    agent.add(keys["agentonly"].path)
+    agent.add(keys["enc"].path, passphrase="s3cret")
+    keys["agentonly"].path.unlink()
+    keys["enc"].path.with_name("enc.pub").unlink()
+
+    main_keys = [keys[k].public for k in ("main", "agentonly", "enc")]
+    servers = {}
+    try:
+        servers["a"] = SSHD(root / "a", authorized_keys=main_keys).start()
+        servers["b"] = SSHD(root / "b", authorized_keys=main_keys).start()
+        certsrv = SSHD(root / "cert", authorized_keys=[keys["main"].public],
+                       extra_config=f"TrustedUserCAKeys {root / 'user_ca.pub'}")
+        host_cert = _sign(root / "host_ca", certsrv.host_key_pub, host=True, principals="127.0.0.1,certhost")
+        certsrv.config_path.write_text(certsrv.config_path.read_text() + f"HostCertificate {host_cert}\n")
+        servers["cert"] = certsrv.start()
+        servers["hop1"] = SSHD(root / "hop1", authorized_keys=[keys["hop1"].public]).start()
+        servers["hop2"] = SSHD(root / "hop2", authorized_keys=[keys["hop2"].public]).start()
+        servers["hop3"] = SSHD(root / "hop3", authorized_keys=[keys["hop3"].public]).start()
+        for s in servers.values():
+            s.workdir.chmod(0o755)
+            s.authorized_keys_path.chmod(0o644)
+        lab = Lab(root, keys, servers, agent, root / "host_ca", root / "user_ca")
+        lab.values = {
+            **{f"{n}_port": s.port for n, s in servers.items()},
+            **{f"key_{n}": str(k.path) for n, k in keys.items()},
+            "root": str(root), "hop_user": HOP_USER,
+            "agent": str(agent.socket_path),
+        }
+        yield lab
+    finally:
+        for s in servers.values():
+            s.stop()
+        agent.__exit__(None, None, None)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture
+def case_dir(lab, tmp_path, monkeypatch):
+    """A per-case folder for the config and known_hosts; devenv points at the same files ssh reads."""
+    d = Path(tempfile.mkdtemp(prefix="case-", dir=lab.root))
+    d.chmod(0o755)
+    monkeypatch.setenv("DEVENV_SSH_CONFIG", str(d / "config"))
+    monkeypatch.delenv("DEVENV_KNOWN_HOSTS", raising=False)
+    monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
+    monkeypatch.setenv("HOME", str(d / "home"))
+    (d / "home" / ".ssh").mkdir(parents=True)
+    yield d
+    close_all()
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def known_line(server: SSHD, name: str | None = None) -> str:
+    kind, blob = server.host_key_pub.read_text().split()[:2]
+    return f"{name or f'[127.0.0.1]:{server.port}'} {kind} {blob}\n"
+
+
+def ssh_outcome(cfg: Path, host: str, env: dict | None = None) -> tuple[bool, str]:
+    proc = subprocess.run(["ssh", "-F", str(cfg), "-o", "BatchMode=yes", host, "true"],
+                          capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
+                          env={**os.environ, **(env or {})})
+    return proc.returncode == 0, proc.stderr
+
+
+def devenv_outcome(host: str, accept_new: bool = False) -> tuple[bool, DevenvError | None]:
+    conn = SSHConnection(SSHTarget(alias=host), name=host, accept_new_host=accept_new)
+    try:
+        ok = conn.run("true", timeout=30).ok
+        return ok, None
+    except DevenvError as e:
+        assert e.hint, e.message  # every failure says what to do
+        return False, e
+    finally:
+        conn.close()
+
+
+def compare(lab: Lab, d: Path, config: str, host: str, *, expect: bool, error: str = "",
+            env: dict | None = None) -> DevenvError | None:
+    """Write the config, run ssh and devenv on it, and require both to reach `expect`."""
+    cfg = d / "config"
+    cfg.write_text(lab.fmt(config))
+    if env:
+        for k, v in env.items():
+            os.environ[k] = v
+    try:
+        ssh_ok, ssh_err = ssh_outcome(cfg, host)
+        dev_ok, dev_err = devenv_outcome(host)
+    finally:
+        for k in env or {}:
+            os.environ.pop(k, None)
+    assert ssh_ok == expect, f"ssh itself: expected {'success' if expect else 'failure'}; stderr: {ssh_err}"
+    assert dev_ok == ssh_ok, f"devenv differs from ssh (ssh ok={ssh_ok}): {dev_err and dev_err.message}"
+    if not expect:
+        assert isinstance(dev_err, ConnectError), dev_err
+        assert error.lower() in dev_err.message.lower(), (error, dev_err.message)
+    return dev_err
+
+
+KH = "UserKnownHostsFile {kh}"
+
+
+def kh(lab: Lab, d: Path, *servers: str, name: str | None = None) -> Path:
+    path = d / "known_hosts"
+    path.write_text("".join(known_line(lab.servers[s], name) for s in servers))
+    lab.values["kh"] = str(path)
+    return path
+
+
+# --- Include -------------------------------------------------------------------------------------------
+
+def test_include_glob_defines_the_host(lab, case_dir):
+    kh(lab, case_dir, "a")
+    (case_dir / "conf.d").mkdir()
+    (case_dir / "conf.d" / "10-lab.conf").write_text(lab.fmt("""
+        Host inc-a
+          HostName 127.0.0.1
+          Port {a_port}
+          User root
+          IdentityFile {key_main}
+        """))
+    lab.values["d"] = str(case_dir)
+    compare(lab, case_dir, """
+        Include {d}/conf.d/*.conf
+        Host *
+          UserKnownHostsFile {kh}
+        """, "inc-a", expect=True)
+
+
+def test_include_inside_a_non_matching_block_applies_nothing(lab, case_dir):
+    kh(lab, case_dir, "a")
+    (case_dir / "wrong-port.conf").write_text("Port 1\n")
+    lab.values["d"] = str(case_dir)
+    compare(lab, case_dir, """
+        Host other
+          Include {d}/wrong-port.conf
+        Host inc-b
+          HostName 127.0.0.1
+          Port {a_port}
+          User root
+          IdentityFile {key_main}
+          UserKnownHostsFile {kh}
+        """, "inc-b", expect=True)
+
+
+# --- Match ---------------------------------------------------------------------------------------------
+
+def test_match_host_sees_the_hostname_and_match_user(lab, case_dir):
+    kh(lab, case_dir, "a")
+    compare(lab, case_dir, """
+        Host m-a
+          HostName 127.0.0.1
+          User root
+        Match host 127.0.0.1 user root
+          Port {a_port}
+          IdentityFile {key_main}
+        Host *
+          UserKnownHostsFile {kh}
+        """, "m-a", expect=True)
+
+
+def test_match_host_before_hostname_does_not_see_it(lab, case_dir):
+    kh(lab, case_dir, "a")
+    compare(lab, case_dir, """
+        Match host 127.0.0.1
+          Port 1
+        Host m-b
+          HostName 127.0.0.1
+          Port {a_port}
+          User root
+          IdentityFile {key_main}
+          UserKnownHostsFile {kh}
+        """, "m-b", expect=True)
+
+
+def test_match_exec_and_originalhost(lab, case_dir):
+    kh(lab, case_dir, "a")
+    compare(lab, case_dir, """
+        Match originalhost m-c exec "test %n = m-c"
+          HostName 127.0.0.1
+          Port {a_port}
+        Host m-c
+          User root
+          IdentityFile {key_main}
+          UserKnownHostsFile {kh}
+        """, "m-c", expect=True)
+
+
+# --- tokens and comments -------------------------------------------------------------------------------
+
+def test_tokens_in_identityfile_knownhosts_and_env_vars(lab, case_dir, monkeypatch):
+    shutil.copy(lab.keys["main"].path, case_dir / f"root_127.0.0.1_{lab.servers['a'].port}_t-a")
+    kh(lab, case_dir, "a")
+    Path(lab.values["kh"]).rename(case_dir / f"kh_127.0.0.1_{lab.servers['a'].port}")
+    monkeypatch.setenv("PARITY_DIR", str(case_dir))
+    compare(lab, case_dir, """
+        Host t-a
+          HostName 127.0.0.1   # the lab's first server
+          Port {a_port}
+          User root
+          IdentityFile ${{PARITY_DIR}}/%r_%h_%p_%n
+          UserKnownHostsFile ${{PARITY_DIR}}/kh_%h_%p
+        """, "t-a", expect=True)
+
+
+def test_unknown_token_fails_like_ssh(lab, case_dir):
+    kh(lab, case_dir, "a")
+    compare(lab, case_dir, """
+        Host t-b
+          HostName 127.0.0.1
+          Port {a_port}
+          User root
+          IdentityFile {key_main}
+          UserKnownHostsFile {kh}
+          ProxyCommand ssh -W %h:%Z nowhere
+        """, "t-b", expect=False, error="token")
+
+
+# --- identities: agent, .pub-only, encrypted, certificates ----------------------------------------------
+
+def test_identityagent_path_serves_a_key_that_exists_only_in_the_agent(lab, case_dir):
+    kh(lab, case_dir, "a")
+    compare(lab, case_dir, """
+        Host ag-a
+          HostName 127.0.0.1
+          Port {a_port}
+          User root
+          IdentityAgent {agent}
+          IdentityFile {key_agentonly}.pub
+          IdentitiesOnly yes
+          UserKnownHostsFile {kh}
+        """, "ag-a", expect=True)
+
+
+def test_identityagent_none_ignores_ssh_auth_sock(lab, case_dir):
+    kh(lab, case_dir, "a")
+    compare(lab, case_dir, """
+        Host ag-b
+          HostName 127.0.0.1
+          Port {a_port}
+          User root
+          IdentityAgent none
+          IdentityFile {key_agentonly}.pub
+          UserKnownHostsFile {kh}
+        """, "ag-b", expect=False, error="authentication", env={"SSH_AUTH_SOCK": str(lab.agent.socket_path)})
+
+
+def test_encrypted_key_in_the_agent_without_its_pub_and_identitiesonly(lab, case_dir):
+    kh(lab, case_dir, "a")
+    compare(lab, case_dir, """
+        Host ag-c
+          HostName 127.0.0.1
+          Port {a_port}
+          User root
+          IdentityFile {key_enc}
+          IdentitiesOnly yes
+          UserKnownHostsFile {kh}
+        """, "ag-c", expect=True, env={"SSH_AUTH_SOCK": str(lab.agent.socket_path)})
+
+
+def test_user_certificate_from_certificatefile(lab, case_dir):
+    kh(lab, case_dir, "cert")
+    cert = lab.keys["certonly"].path.with_name("certonly-cert.pub")
+    moved = case_dir / "elsewhere-cert.pub"
+    shutil.copy(cert, moved)  # named only by CertificateFile (not beside the key)
+    cert.rename(cert.with_name("hidden"))
+    try:
+        compare(lab, case_dir, f"""
+            Host uc-a
+              HostName 127.0.0.1
+              Port {{cert_port}}
+              User root
+              IdentityFile {{key_certonly}}
+              CertificateFile {moved}
+              UserKnownHostsFile {{kh}}
+            """, "uc-a", expect=True)
+    finally:
+        cert.with_name("hidden").rename(cert)
+
+
+def test_key_without_its_certificate_is_refused(lab, case_dir):
+    kh(lab, case_dir, "cert")
+    cert = lab.keys["certonly"].path.with_name("certonly-cert.pub")
+    cert.rename(cert.with_name("hidden"))
+    try:
+        compare(lab, case_dir, """
+            Host uc-b
+              HostName 127.0.0.1
+              Port {cert_port}
+              User root
+              IdentityFile {key_certonly}
+              UserKnownHostsFile {kh}
+            """, "uc-b", expect=False, error="refused every key")
+    finally:
+        cert.with_name("hidden").rename(cert)
+
+
+def _ca_line(lab: Lab, pattern: str) -> str:
+    kind, blob = (lab.root / "host_ca.pub").read_text().split()[:2]
+    return f"@cert-authority {pattern} {kind} {blob}\n"
+
+
+def test_host_certificate_from_a_cert_authority(lab, case_dir):
+    path = case_dir / "known_hosts"
+    path.write_text(_ca_line(lab, f"[127.0.0.1]:{lab.servers['cert'].port}"))
+    lab.values["kh"] = str(path)
+    compare(lab, case_dir, """
+        Host hc-a
+          HostName 127.0.0.1
+          Port {cert_port}
+          User root
+          IdentityFile {key_main}
+          UserKnownHostsFile {kh}
+          StrictHostKeyChecking yes
+        """, "hc-a", expect=True)
+
+
+def test_host_certificate_for_another_name_is_refused(lab, case_dir):
+    path = case_dir / "known_hosts"
+    path.write_text(_ca_line(lab, "*"))
+    lab.values["kh"] = str(path)
+    compare(lab, case_dir, """
+        Host hc-b
+          HostName 127.0.0.1
+          Port {cert_port}
+          User root
+          IdentityFile {key_main}
+          HostKeyAlias not-a-principal
+          UserKnownHostsFile {kh}
+          StrictHostKeyChecking yes
+        """, "hc-b", expect=False, error="certificate")
+
+
+# --- known_hosts options -------------------------------------------------------------------------------
+
+def test_several_user_known_hosts_files_and_a_global_one(lab, case_dir):
+    (case_dir / "first").write_text(known_line(lab.servers["b"]))
+    (case_dir / "second").write_text(known_line(lab.servers["a"]))
+    (case_dir / "global").write_text(known_line(lab.servers["b"], f"[127.0.0.1]:{lab.servers['b'].port}"))
+    lab.values["d"] = str(case_dir)
+    config = """
+        Host kh-a
+          HostName 127.0.0.1
+          Port {a_port}
+          User root
+          IdentityFile {key_main}
+          UserKnownHostsFile {d}/first {d}/second
+          StrictHostKeyChecking yes
+        Host kh-b
+          HostName 127.0.0.1
+          Port {b_port}
+          User root
+          IdentityFile {key_main}
+          UserKnownHostsFile {d}/none-here
+          GlobalKnownHostsFile {d}/global
+          StrictHostKeyChecking yes
+        """
+    compare(lab, case_dir, config, "kh-a", expect=True)   # a's key is only in the second user file
+    compare(lab, case_dir, config, "kh-b", expect=True)   # b's key is only in the global file
+
+
+def test_hostkeyalias_names_the_known_hosts_entry(lab, case_dir):
+    kh(lab, case_dir, "a", name="lab-a-alias")
+    compare(lab, case_dir, """
+        Host kh-c
+          HostName 127.0.0.1
+          Port {a_port}
+          User root
+          IdentityFile {key_main}
+          HostKeyAlias lab-a-alias
+          UserKnownHostsFile {kh}
+          StrictHostKeyChecking yes
+        """, "kh-c", expect=True)
+
+
+def test_hashed_known_hosts_with_an_upper_case_hostname(lab, case_dir):
+    path = kh(lab, case_dir, "a", name=f"[localhost]:{lab.servers['a'].port}")
+    subprocess.run(["ssh-keygen", "-H", "-f", str(path)], check=True, capture_output=True)
+    assert path.read_text().startswith("|1|")
+    compare(lab, case_dir, """
+        Host kh-d
+          HostName LOCALHOST
+          Port {a_port}
+          User root
+          IdentityFile {key_main}
+          UserKnownHostsFile {kh}
+          StrictHostKeyChecking yes
+          CheckHostIP no
+        """, "kh-d", expect=True)
+
+
+def test_unknown_key_with_strict_yes_is_refused(lab, case_dir):
+    (case_dir / "empty").write_text("")
+    lab.values["kh"] = str(case_dir / "empty")
+    compare(lab, case_dir, """
+        Host kh-e
+          HostName 127.0.0.1
+          Port {a_port}
+          User root
+          IdentityFile {key_main}
+          UserKnownHostsFile {kh}
+          StrictHostKeyChecking yes
+        """, "kh-e", expect=False, error="not known")
+
+
+def test_accept_new_in_the_users_config_records_the_key(lab, case_dir):
+    for side in ("ssh", "devenv"):  # each starts from an empty file; each must record the same line
+        (case_dir / f"kh-{side}").write_text("")
+    cfg = case_dir / "config"
+    template = lab.fmt("""
+        Host kh-f
+          HostName 127.0.0.1
+          Port {a_port}
+          User root
+          IdentityFile {key_main}
+          UserKnownHostsFile KH
+          StrictHostKeyChecking accept-new
+        """)
+    cfg.write_text(template.replace("KH", str(case_dir / "kh-ssh")))
+    assert ssh_outcome(cfg, "kh-f")[0]
+    cfg.write_text(template.replace("KH", str(case_dir / "kh-devenv")))
+    assert devenv_outcome("kh-f") == (True, None)
+    blob = lab.servers["a"].host_key_pub.read_text().split()[1]
+    for side in ("ssh", "devenv"):
+        assert blob in (case_dir / f"kh-{side}").read_text()
+    assert devenv_outcome("kh-f") == (True, None)  # now known
+
+
+def test_changed_key_is_refused_even_with_accept_new(lab, case_dir):
+    kh(lab, case_dir, "b", name=f"[127.0.0.1]:{lab.servers['a'].port}")  # b's key filed under a's address
+    compare(lab, case_dir, """
+        Host kh-g
+          HostName 127.0.0.1
+          Port {a_port}
+          User root
+          IdentityFile {key_main}
+          UserKnownHostsFile {kh}
+          StrictHostKeyChecking accept-new
+        """, "kh-g", expect=False, error="CHANGED")
+
+
+def test_strict_no_is_never_consent_for_devenv(lab, case_dir):
+    """Deliberate difference: ssh connects under `StrictHostKeyChecking no` (an unknown key, or a changed one
+    with password logins disabled); devenv refuses both and says how to consent."""
+    kh(lab, case_dir, "b", name=f"[127.0.0.1]:{lab.servers['a'].port}")
+    cfg = case_dir / "config"
+    cfg.write_text(lab.fmt("""
+        Host kh-h
+          HostName 127.0.0.1
+          Port {a_port}
+          User root
+          IdentityFile {key_main}
+          UserKnownHostsFile {kh}
+          StrictHostKeyChecking no
+        """))
+    assert ssh_outcome(cfg, "kh-h")[0]
+    ok, err = devenv_outcome("kh-h")
+    assert not ok and "CHANGED" in err.message
+    Path(lab.values["kh"]).write_text("")
+    assert ssh_outcome(cfg, "kh-h")[0]
+    Path(lab.values["kh"]).write_text("")
+    ok, err = devenv_outcome("kh-h")
+    assert not ok and "not known" in err.message and "StrictHostKeyChecking no" in err.hint
+
+
+# --- revoked keys --------------------------------------------------------------------------------------
+
+def test_revoked_marker_in_known_hosts(lab, case_dir):
+    path = kh(lab, case_dir, "a")
+    kind, blob = lab.servers["a"].host_key_pub.read_text().split()[:2]
+    path.write_text(path.read_text() + f"@revoked * {kind} {blob}\n")
+    compare(lab, case_dir, """
+        Host rv-a
+          HostName 127.0.0.1
+          Port {a_port}
+          User root
+          IdentityFile {key_main}
+          UserKnownHostsFile {kh}
+        """, "rv-a", expect=False, error="revoked")
+
+
+@pytest.mark.parametrize("form", ["plain", "krl", "missing"])
+def test_revokedhostkeys_file(lab, case_dir, form):
+    kh(lab, case_dir, "a")
+    revoked = case_dir / "revoked"
+    if form == "plain":
+        shutil.copy(lab.servers["a"].host_key_pub, revoked)
+    elif form == "krl":
+        subprocess.run(["ssh-keygen", "-q", "-k", "-f", str(revoked), str(lab.servers["a"].host_key_pub)],
+                       check=True, capture_output=True)
+    lab.values["revoked"] = str(revoked)
+    compare(lab, case_dir, """
+        Host rv-b
+          HostName 127.0.0.1
+          Port {a_port}
+          User root
+          IdentityFile {key_main}
+          UserKnownHostsFile {kh}
+          RevokedHostKeys {revoked}
+        """, "rv-b", expect=False, error="revoked" if form != "missing" else "RevokedHostKeys")
+
+
+def test_revokedhostkeys_listing_another_key_lets_the_host_in(lab, case_dir):
+    kh(lab, case_dir, "a")
+    shutil.copy(lab.servers["b"].host_key_pub, case_dir / "revoked")
+    lab.values["revoked"] = str(case_dir / "revoked")
+    compare(lab, case_dir, """
+        Host rv-c
+          HostName 127.0.0.1
+          Port {a_port}
+          User root
+          IdentityFile {key_main}
+          UserKnownHostsFile {kh}
+          RevokedHostKeys {revoked}
+        """, "rv-c", expect=True)
+
+
+# --- ProxyCommand and ProxyJump ------------------------------------------------------------------------
+
+def test_proxycommand_with_shell_syntax(lab, case_dir, monkeypatch):
+    kh(lab, case_dir, "a", "b")
+    monkeypatch.setenv("PARITY_KH", lab.values["kh"])
+    compare(lab, case_dir, """
+        Host pc-a
+          HostName 127.0.0.1
+          Port {a_port}
+          User root
+          IdentityFile {key_main}
+          UserKnownHostsFile {kh}
+          ProxyCommand ssh -F none -i {key_main} -p {b_port} -o BatchMode=yes -o "UserKnownHostsFile=$PARITY_KH" -W %h:%p root@127.0.0.1 2>/dev/null # bastion b
+        """, "pc-a", expect=True)  # noqa: E501 (one ProxyCommand line)
+
+
+def test_dying_proxycommand_is_noticed_with_its_stderr(lab, case_dir):
+    kh(lab, case_dir, "a")
+    err = compare(lab, case_dir, """
+        Host pc-b
+          HostName 127.0.0.1
+          Port {a_port}
+          User root
+          IdentityFile {key_main}
+          UserKnownHostsFile {kh}
+          ProxyCommand sh -c 'echo "bastion says no" >&2; exit 7'
+        """, "pc-b", expect=False, error="ProxyCommand")
+    assert "exited with code 7" in err.message and "bastion says no" in err.message
+
+
+def test_first_of_proxycommand_and_proxyjump_wins(lab, case_dir):
+    kh(lab, case_dir, "a", "b")
+    compare(lab, case_dir, """
+        Host pj-a
+          HostName 127.0.0.1
+          Port {a_port}
+          User root
+          IdentityFile {key_main}
+          ProxyJump root@127.0.0.1:{b_port}
+          ProxyCommand false
+        Host *
+          IdentityFile {key_main}
+          UserKnownHostsFile {kh}
+        """, "pj-a", expect=True)
+    compare(lab, case_dir, """
+        Host pj-b
+          HostName 127.0.0.1
+          Port {a_port}
+          User root
+          ProxyCommand false
+          ProxyJump root@127.0.0.1:{b_port}
+        Host *
+          IdentityFile {key_main}
+          UserKnownHostsFile {kh}
+        """, "pj-b", expect=False, error="ProxyCommand")
+
+
+def test_three_hop_chain_with_per_hop_users_and_keys(lab, case_dir):
+    kh(lab, case_dir, "hop1", "hop2", "hop3", "a")
+    config = """
+        Host chain-target
+          HostName 127.0.0.1
+          Port {a_port}
+          User root
+          IdentityFile {key_main}
+          ProxyJump chain-3
+        Host chain-3
+          HostName 127.0.0.1
+          Port {hop3_port}
+          User {hop_user}
+          IdentityFile {key_hop3}
+          ProxyJump chain-2
+        Host chain-2
+          HostName 127.0.0.1
+          Port {hop2_port}
+          User root
+          IdentityFile {key_hop2}
+          ProxyJump chain-1
+        Host chain-1
+          HostName 127.0.0.1
+          Port {hop1_port}
+          User {hop_user}
+          IdentityFile {key_hop1}
+        Host *
+          IdentitiesOnly yes
+          UserKnownHostsFile {kh}
+        """
+    compare(lab, case_dir, config, "chain-target", expect=True)
+    for hop, user in (("hop1", HOP_USER), ("hop2", "root"), ("hop3", HOP_USER)):
+        assert f"Accepted publickey for {user}" in lab.servers[hop].log_text()
+    # a wrong key on the middle hop: both fail, and devenv names that hop
+    err = compare(lab, case_dir, config.replace("{key_hop2}", "{key_hop1}"), "chain-target", expect=False,
+                  error="chain-2")
+    assert "jump host" in err.message and "refused every key" in err.message
+
+
+# --- timeouts ------------------------------------------------------------------------------------------
+
+@pytest.fixture
+def silent_server():
+    """A port that accepts TCP connections and never says a word (no SSH banner)."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept():
+        listener.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                held.append(listener.accept()[0])
+            except OSError:
+                continue
+
+    threading.Thread(target=accept, daemon=True).start()
+    yield listener.getsockname()[1]
+    stop.set()
+    listener.close()
+    for s in held:
+        s.close()
+
+
+def test_connecttimeout_against_a_silent_server(lab, case_dir, silent_server):
+    kh(lab, case_dir, "a")
+    lab.values["silent_port"] = silent_server
+    started = time.monotonic()
+    err = compare(lab, case_dir, """
+        Host to-a
+          HostName 127.0.0.1
+          Port {silent_port}
+          User root
+          IdentityFile {key_main}
+          UserKnownHostsFile {kh}
+          ConnectTimeout 2
+        """, "to-a", expect=False, error="timed out")
+    assert "banner" in err.message and "No existing session" not in err.message
+    assert time.monotonic() - started < 30
+
+
+class SlowRelay:
+    """127.0.0.1:<port> -> target, holding every chunk `delay` seconds in each direction (a long, slow link)."""
+
+    def __init__(self, target_port: int, delay: float):
+        self.target_port, self.delay = target_port, delay
+        self.listener = socket.socket()
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(8)
+        self.port = self.listener.getsockname()[1]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while True:
+            try:
+                client = self.listener.accept()[0]
+            except OSError:
+                return
+            upstream = socket.create_connection(("127.0.0.1", self.target_port))
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+
+    def _pipe(self, src, dst):
+        try:
+            while data := src.recv(65536):
+                time.sleep(self.delay)
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for s in (src, dst):
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+    def close(self):
+        self.listener.close()
+
+
+def test_connecttimeout_covers_connect_and_banner_only_on_a_slow_link(lab, case_dir):
+    """0.4 s each way: the banner comes within ConnectTimeout 1, the whole handshake takes several seconds.
+    ssh connects; so must devenv (it used to apply ConnectTimeout to the whole key exchange)."""
+    relay = SlowRelay(lab.servers["a"].port, 0.4)
+    try:
+        kh(lab, case_dir, "a", name=f"[127.0.0.1]:{relay.port}")
+        lab.values["relay_port"] = relay.port
+        compare(lab, case_dir, """
+            Host to-b
+              HostName 127.0.0.1
+              Port {relay_port}
+              User root
+              IdentityFile {key_main}
+              UserKnownHostsFile {kh}
+              ConnectTimeout 1
+            """, "to-b", expect=True)
+    finally:
+        relay.close()
+
+
+def test_refused_port_names_the_cause(lab, case_dir):
+    kh(lab, case_dir, "a")
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    lab.values["closed_port"] = closed.getsockname()[1]
+    closed.close()
+    compare(lab, case_dir, """
+        Host to-c
+          HostName 127.0.0.1
+          Port {closed_port}
+          User root
+          IdentityFile {key_main}
+          UserKnownHostsFile {kh}
+        """, "to-c", expect=False, error="connection refused")
+
+
+# --- who we are: the real uid, not $USER ----------------------------------------------------------------
+
+def _as_user(user: pwd.struct_passwd, fn) -> tuple[bool, str]:
+    """Run fn() in a forked child with the user's uid/gid (paramiko is already imported) and USER=impostor."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # child
+        os.close(r)
+        try:
+            os.setgroups([])
+            os.setgid(user.pw_gid)
+            os.setuid(user.pw_uid)
+            os.environ.update(USER="impostor", LOGNAME="impostor", HOME="/nonexistent")
+            ok, detail = fn()
+            os.write(w, f"{int(ok)}{detail}".encode())
+        except BaseException as e:  # report, never return into pytest in the child
+            os.write(w, f"0{type(e).__name__}: {e}".encode())
+        finally:
+            os._exit(0)
+    os.close(w)
+    with os.fdopen(r, "rb") as f:
+        out = f.read().decode()
+    os.waitpid(pid, 0)
+    return out[:1] == "1", out[1:]
+
+
+def test_non_root_user_whose_USER_differs(lab, case_dir):
+    user = pwd.getpwnam(HOP_USER)
+    kh(lab, case_dir, "hop1")
+    key = case_dir / "hopkey"
+    shutil.copy(lab.keys["hop1"].path, key)
+    os.chown(key, user.pw_uid, user.pw_gid)
+    key.chmod(0o600)
+    lab.values["hopkey"] = str(key)
+    cfg = case_dir / "config"
+    cfg.write_text(lab.fmt("""
+        Host who
+          HostName 127.0.0.1
+          Port {hop1_port}
+          IdentityFile {hopkey}
+          UserKnownHostsFile {kh}
+        """))  # no User: both must log in as the real uid's name, not $USER
+    os.chmod(case_dir, 0o755)
+    cfg.chmod(0o644)
+
+    def run_ssh():
+        proc = subprocess.run(["ssh", "-F", str(cfg), "-o", "BatchMode=yes", "who", "id -un"],
+                              capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
+        return proc.returncode == 0, proc.stdout.strip() or proc.stderr.strip()
+
+    def run_devenv():
+        conn = SSHConnection(SSHTarget(alias="who"), name="who")
+        try:
+            result = conn.run("id -un", timeout=30)
+            return result.ok, result.stdout.strip()
+        except DevenvError as e:
+            return False, e.message
+        finally:
+            conn.close()
+
+    ssh_result = _as_user(user, run_ssh)
+    devenv_result = _as_user(user, run_devenv)
+    assert ssh_result == (True, HOP_USER)
+    assert devenv_result == ssh_result

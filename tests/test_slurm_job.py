@@ -1,0 +1,96 @@
+"""A devenv environment as a Slurm job (L0): settings validated at the boundary, each value one option word."""
+
+from __future__ import annotations
+
+import shlex
+
+import pytest
+
+from devenv.cluster import slurm_job
+from devenv.cluster.slurm_job import JobRequest, SettingError, SlurmSettings
+from devenv.config.profiles import parse_host
+from devenv.errors import ProfileError
+
+
+def request(**settings) -> JobRequest:
+    return JobRequest(SlurmSettings(**settings), "devenv-me-cpu", "abc123", "/home/me/.devenv/envs/me-cpu/job-%j.log",
+                      "/home/me/devenv-workspaces/cpu")
+
+
+def test_every_setting_becomes_one_option_word():
+    words = request(partition="gpu", account="proj-1", qos="normal", time="1-00:00:00", nodes=2, gpus_per_node=8,
+                    gpu_type="h100", cpus_per_gpu=12, mem_per_gpu="80G", constraint="ib&h100",
+                    extra_sbatch=("--exclusive", "--mail-type=END")).options()
+    assert words == ["--job-name=devenv-me-cpu", "--nodes=2", "--ntasks-per-node=1", "--no-requeue",
+                     "--time=1-00:00:00", "--output=/home/me/.devenv/envs/me-cpu/job-%j.log",
+                     "--chdir=/home/me/devenv-workspaces/cpu", "--comment=devenv:abc123", "--partition=gpu",
+                     "--account=proj-1", "--qos=normal", "--gres=gpu:h100:8", "--cpus-per-gpu=12",
+                     "--mem-per-gpu=80G", "--constraint=ib&h100", "--exclusive", "--mail-type=END"]
+
+
+def test_the_command_line_splits_back_into_exactly_those_words():
+    req = request(partition="gpu", constraint="a100|h100")
+    argv = shlex.split(req.command())
+    assert argv == ["sbatch", "--parsable", *req.options()]
+
+
+@pytest.mark.parametrize("settings, field", [
+    ({"partition": "--wrap=rm -rf ~"}, "partition"),
+    ({"partition": "gpu;id"}, "partition"),
+    ({"account": "-A"}, "account"),
+    ({"qos": "a b"}, "qos"),
+    ({"time": "1h"}, "time"),
+    ({"time": "00:10:00 --wrap=x"}, "time"),
+    ({"mem_per_gpu": "80 G", "gpus_per_node": 1}, "mem_per_gpu"),
+    ({"constraint": "a b"}, "constraint"),
+    ({"constraint": "-x"}, "constraint"),
+    ({"extra_sbatch": ("-p debug",)}, "extra_sbatch"),
+    ({"extra_sbatch": ("--wrap=id",)}, "extra_sbatch"),
+    ({"extra_sbatch": ("--job-name=x",)}, "extra_sbatch"),
+    ({"extra_sbatch": ("--mail-user=a b",)}, "extra_sbatch"),
+    ({"extra_sbatch": ("--export=ALL,LD_PRELOAD=/x",)}, "extra_sbatch"),
+    ({"gpu_type": "a100"}, "gpu_type"),
+    ({"cpus_per_gpu": 4}, "cpus_per_gpu"),
+])
+def test_values_that_could_become_options_or_commands_are_refused(settings, field):
+    with pytest.raises(SettingError) as caught:
+        request(**settings).options()
+    assert caught.value.field == field and caught.value.hint
+
+
+def test_the_profile_names_the_file_line_and_field_of_a_bad_setting():
+    text = "ssh: {alias: login}\nruntime: slurm\nslurm:\n  partition: gpu\n  time: 2 hours\n"
+    with pytest.raises(ProfileError) as caught:
+        parse_host(text, "cluster", "cluster.yaml")
+    assert str(caught.value).startswith("cluster.yaml:5: field 'slurm.time' '2 hours' is not a Slurm time limit")
+    assert caught.value.exit_code == 2
+
+
+def test_a_slurm_profile_needs_a_login_node_and_slurm_settings_need_the_slurm_runtime():
+    with pytest.raises(ProfileError, match="needs 'ssh' to the cluster's login node"):
+        parse_host("local: true\nruntime: slurm\n", "c", "c.yaml")
+    with pytest.raises(ProfileError, match="field 'slurm' is set but runtime is 'docker'"):
+        parse_host("ssh: {alias: a}\nslurm: {partition: gpu}\n", "c", "c.yaml")
+    host = parse_host("ssh: {alias: a}\nruntime: slurm\n", "c", "c.yaml")
+    assert host.slurm == SlurmSettings()
+
+
+def test_batch_script_execs_the_launcher_with_quoted_paths():
+    script = slurm_job.batch_script("/opt/my venv/bin/python", "/home/me/.devenv/envs/k/launch.py",
+                                    "/home/me/.devenv/envs/k", "/home/me/devenv-workspaces/cpu", 8888)
+    last = script.strip().splitlines()[-1]
+    assert shlex.split(last) == ["exec", "/opt/my venv/bin/python", "/home/me/.devenv/envs/k/launch.py",
+                                 "/home/me/.devenv/envs/k", "/home/me/devenv-workspaces/cpu", "8888"]
+    with pytest.raises(SettingError):
+        slurm_job.batch_script("python3", "relative/launch.py", "/d", "/w", 1)
+
+
+def test_relay_is_one_task_on_one_node_of_the_job():
+    argv = shlex.split(slurm_job.relay_command("123", "node7", "python3", 8888))
+    assert argv[:9] == ["srun", "--overlap", "--jobid=123", "--nodes=1", "--ntasks=1", "--nodelist=node7",
+                        "--unbuffered", "--quiet", "--"]
+    assert argv[9:12] == ["python3", "-u", "-c"] and argv[-1] == "8888"
+    with pytest.raises(SettingError):
+        slurm_job.relay_command("12;id", "node7", "python3", 8888)
+    with pytest.raises(SettingError):
+        slurm_job.relay_command("12", "-w", "python3", 8888)
