@@ -87,8 +87,13 @@ def local_user() -> str:
 
 
 def local_home() -> str:
-    """`~` and %d: $HOME (tests point it elsewhere; it is the passwd home for a normal login)."""
-    return os.environ.get("HOME") or pwd.getpwuid(os.getuid()).pw_dir
+    """`~` and %d in ssh config values, and where the default keys live: the real uid's passwd home, as
+    OpenSSH takes it ($HOME is ignored, as ssh ignores it; a profile's own identity_file, like `ssh -i ~/k`
+    typed in a shell, is expanded with $HOME)."""
+    try:
+        return pwd.getpwuid(os.getuid()).pw_dir
+    except KeyError:
+        return os.environ.get("HOME") or "/"
 
 
 def check_name(value: str, what: str) -> str:
@@ -256,8 +261,7 @@ def from_options(opts: dict, name: str, label: str, ov: Overrides | None = None)
 def _known_hosts_files(opts: dict, tokens: dict[str, str]) -> tuple[str, ...]:
     files = [expand_path(p, tokens, "UserKnownHostsFile")
              for p in str(opts.get("userknownhostsfile") or "").split() if p.lower() != "none"]
-    defaults = {os.path.join(h, ".ssh", n) for h in {local_home(), pwd.getpwuid(os.getuid()).pw_dir}
-                for n in ("known_hosts", "known_hosts2")}
+    defaults = {os.path.join(local_home(), ".ssh", n) for n in ("known_hosts", "known_hosts2")}
     override = os.environ.get("DEVENV_KNOWN_HOSTS")
     if override and (not files or set(files) <= defaults):
         return (str(Path(override).expanduser()),)
