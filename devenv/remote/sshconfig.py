@@ -229,7 +229,9 @@ def from_options(opts: dict, name: str, label: str, ov: Overrides | None = None)
     if proxy_command:
         proxy_command = expand_tokens(proxy_command, tokens, "ProxyCommand", allowed="%hnpr")
     agent = _none(opts.get("identityagent"), keep_none=True)
-    if agent and agent.lower() not in ("none", "ssh_auth_sock"):
+    if agent and agent.startswith("$") and not agent.startswith("${"):
+        agent = os.environ.get(agent[1:]) or "none"  # "$VAR": the variable holds the socket's path
+    elif agent and agent.lower() not in ("none", "ssh_auth_sock"):
         agent = expand_path(agent, tokens, "IdentityAgent")
     elif agent and agent.lower() == "ssh_auth_sock":
         agent = None
@@ -275,12 +277,12 @@ def _known_hosts_files(opts: dict, tokens: dict[str, str]) -> tuple[str, ...]:
 def token_table(*, hostname: str, port: int, user: str, original: str, alias: str | None) -> dict[str, str]:
     import hashlib
 
-    local_full = socket.getfqdn() or socket.gethostname()
-    local_short = socket.gethostname().split(".")[0]
+    local_full = socket.gethostname()  # %l: gethostname() as ssh takes it; %L: up to the first dot
+    local_short = local_full.split(".")[0]
     return {
         "%": "%", "h": hostname, "p": str(port), "r": user, "n": original, "u": local_user(),
         "d": local_home(), "i": str(os.getuid()), "L": local_short, "l": local_full,
-        "k": alias or original, "j": "",
+        "k": alias or original,
         "C": hashlib.sha1(f"{local_full}{hostname}{port}{user}".encode()).hexdigest(),
     }
 
