@@ -18,6 +18,9 @@ fi
 
 if [ "${DEVENV_JUPYTER:-1}" = 1 ]; then
     # jupyter_server_config.py reads the token from /etc/devenv/jupyter_token and refuses to run without it.
-    exec jupyter lab
+    if command -v jupyter-lab >/dev/null 2>&1; then
+        exec jupyter lab
+    fi
+    exec jupyter server   # an image with jupyter-server only (no JupyterLab UI): the same kernels and API
 fi
 exec sleep infinity

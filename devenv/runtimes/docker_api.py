@@ -186,6 +186,9 @@ def _explain_podman_failure(conn: Connection, exc: Exception) -> DevenvError:
     if probe.exit_code == 127:
         return DevenvError(f"podman is not installed on {conn.name} (no `podman` command)",
                            "install podman on the host, or set `engine: docker` / `runtime: host` in its profile")
+    if not probe.ok:
+        return DevenvError(f"podman on {conn.name} does not answer: {_last_line(probe.stderr or probe.stdout)}",
+                           "run `podman info` on the host to see why")
     rootless, socket, exists = (info.stdout.split() + ["", "", ""])[:3]
     if exists == "false":
         start = ("systemctl --user enable --now podman.socket" if rootless == "true"

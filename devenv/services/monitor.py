@@ -172,9 +172,10 @@ def gpu_stream_command(fields: tuple[str, ...], interval: float, nvidia_smi: str
 
 
 def container_names(conn: Connection, timeout: float = 15) -> dict[str, str]:
-    """Short container id -> name, from `docker ps` on the host ({} when docker is absent or refused)."""
+    """Short container id -> name, from `docker ps` (else `podman ps`) on the host ({} when neither answers)."""
     try:
-        result = conn.run("docker ps --no-trunc --format '{{.ID}} {{.Names}}'", timeout=timeout)
+        result = conn.run("docker ps --no-trunc --format '{{.ID}} {{.Names}}' 2>/dev/null || "
+                          "podman ps --no-trunc --format '{{.ID}} {{.Names}}'", timeout=timeout)
     except DevenvError:
         return {}
     names = {}
