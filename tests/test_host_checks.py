@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from devenv.checks import host as hc
+from devenv.checks.report import PASS, WARN
 from devenv.gpu import nvsmi
 from devenv.remote.base import Result
 
@@ -20,7 +21,7 @@ def out(stdout="", exit_code=0, stderr=""):
 def h200_inventory_csv() -> str:
     # the recorded full query has more fields; rebuild the inventory row from the recorded values
     row = (FIX / "query-gpu_idle.csv").read_text().split(", ")
-    fields = "index,uuid,name,driver_version,pci.bus_id,memory.total".split(",")
+    fields = ["index", "uuid", "name", "driver_version", "pci.bus_id", "memory.total"]
     values = dict(zip(fields, row))
     cc = row[18]
     return ", ".join([values["index"], values["uuid"], values["name"], values["driver_version"],
@@ -141,3 +142,13 @@ def test_batch_runs_probes_in_one_script_with_codes_stderr_and_a_time_limit():
     assert out["b"].exit_code == 124  # still running at the limit
     assert (out["c"].stdout, out["c"].stderr, out["c"].ok) == ("no newline", "x\n", True)
     assert hc.parse_batch("", {"z": "true"})["z"].exit_code == 255
+
+
+def test_ssh_round_trip_and_shell_startup_are_judged_apart():
+    fast = hc.judge_ssh(False, 3.0, "box", command_ms=20.0)
+    assert fast.status == PASS and fast.details == {"latency_ms": 3.0, "shell_startup_ms": 17.0, "command_ms": 20.0}
+    slow_shell = hc.judge_ssh(False, 3.0, "box", command_ms=1503.0)  # a slow ~/.bashrc, not the network
+    assert slow_shell.status == WARN and "shell start-up 1500 ms" in slow_shell.value
+    assert ".bashrc" in slow_shell.remedy and "jump host" not in slow_shell.remedy
+    far = hc.judge_ssh(False, 250.0, "box", command_ms=260.0)  # the network itself is slow
+    assert far.status == WARN and "jump host" in far.remedy and ".bashrc" not in far.remedy

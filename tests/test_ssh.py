@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import pty
+import pwd
 import select
 import stat
 import subprocess
@@ -125,9 +126,8 @@ def test_a_background_child_holding_stdout_does_not_hang_run(kind, request):
 
 def test_check_true_raises_command_failed_with_stderr(server, key):
     trust(server)
-    with SSHConnection(target(server, key), name="box") as conn:
-        with pytest.raises(CommandFailed) as ei:
-            conn.run("echo something broke >&2; exit 7", check=True)
+    with SSHConnection(target(server, key), name="box") as conn, pytest.raises(CommandFailed) as ei:
+        conn.run("echo something broke >&2; exit 7", check=True)
     err = ei.value
     assert err.result.exit_code == 7 and "exit code 7" in err.message and "something broke" in err.message
 
@@ -259,11 +259,18 @@ def test_wrong_client_key_is_an_auth_error_naming_the_key(server, tmp_path):
     assert not isinstance(err, HostKeyError)
 
 
-def test_default_identity_in_home_is_used_when_none_is_configured(server, key, ssh_home):
+def test_default_identity_comes_from_the_passwd_home_not_HOME_like_ssh(server, key, ssh_home):
+    """ssh looks for ~/.ssh/id_* in the real uid's passwd home and ignores $HOME; so does devenv. Here $HOME
+    (a temp dir) holds an authorized default key: neither ssh nor devenv uses it."""
     trust(server)
+    assert str(ssh_home) != pwd.getpwuid(os.getuid()).pw_dir
     os.link(key.path, ssh_home / ".ssh" / "id_ed25519")
-    with SSHConnection(target(server, key, identity_file=None), name="box") as conn:
-        assert conn.run("echo via-default").stdout == "via-default\n"
+    ssh = subprocess.run(["ssh", "-F", "none", "-o", "BatchMode=yes",
+                          "-o", f"UserKnownHostsFile={paths.known_hosts_path()}",
+                          "-p", str(server.port), "root@127.0.0.1", "true"], capture_output=True, timeout=30)
+    with pytest.raises(ConnectError) as ei:
+        SSHConnection(target(server, key, identity_file=None), name="box").run("true")
+    assert ssh.returncode != 0 and "no key to offer" in ei.value.message
 
 
 def test_no_key_at_all_says_how_to_make_one(server):
@@ -399,17 +406,15 @@ def test_jump_host_that_cannot_reach_the_target_says_so(server, key):
 
 
 def test_ssh_config_alias_with_its_own_proxyjump_alias(tmp_path, key, ssh_home):
-    keyfile = ssh_home / "keys" / "id_ed25519"
-    keyfile.parent.mkdir()
-    os.link(key.path, keyfile)
+    keyfile = key.path
     with SSHD(tmp_path / "bastion", authorized_keys=[key.public]) as bastion, \
          SSHD(tmp_path / "gpu", authorized_keys=[key.public]) as gpu:
         trust(bastion, gpu)
         paths.ssh_config_path().write_text(
             f"Host bastion\n  HostName 127.0.0.1\n  Port {bastion.port}\n  User root\n"
-            f"  IdentityFile ~/keys/id_ed25519\n\n"
+            f"  IdentityFile {keyfile}\n\n"
             f"Host gpu-box\n  HostName 127.0.0.1\n  Port {gpu.port}\n  User root\n"
-            f"  IdentityFile ~/keys/id_ed25519\n  ProxyJump bastion\n  ServerAliveInterval 7\n"
+            f"  IdentityFile {keyfile}\n  ProxyJump bastion\n  ServerAliveInterval 7\n"
             f"  ConnectTimeout 4\n")
         conn = get_connection(host("gpu-box", SSHTarget(alias="gpu-box")))
         r = conn.resolved

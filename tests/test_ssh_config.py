@@ -13,7 +13,7 @@ from devenv.config import paths
 from devenv.config.profiles import SSHTarget
 from devenv.errors import ConnectError, HostKeyError
 from devenv.remote import hostkeys
-from devenv.remote.sshconfig import local_user, parse_hop, resolve
+from devenv.remote.sshconfig import local_home, local_user, parse_hop, resolve
 
 
 @pytest.fixture(autouse=True)
@@ -43,7 +43,8 @@ def test_alias_takes_every_field_from_the_config_file(home):
     """)
     r = resolve(SSHTarget(alias="gpu"))
     assert (r.hostname, r.user, r.port) == ("10.0.0.7", "ml", 2200)
-    assert r.identity_files == (f"{home}/.ssh/gpu_ed25519", f"{home}/.ssh/backup_rsa")
+    pw_home = local_home()  # ~ in ssh config is the passwd home, as for ssh (not $HOME, set to a temp dir here)
+    assert r.identity_files == (f"{pw_home}/.ssh/gpu_ed25519", f"{pw_home}/.ssh/backup_rsa")
     assert r.identities_only and (r.connect_timeout, r.server_alive_interval, r.server_alive_count_max) == (5, 12, 4)
     assert r.jumps == () and r.address == "10.0.0.7:2200" and r.describe() == "ml@10.0.0.7:2200"
 
@@ -63,7 +64,8 @@ def test_profile_fields_override_the_config_file_like_ssh_flags(home):
     r = resolve(SSHTarget(alias="gpu", hostname="10.9.9.9", user="me", port=22, identity_file="~/k",
                           proxy_jump=("none",), connect_timeout=2.5))
     assert (r.hostname, r.user, r.port, r.connect_timeout) == ("10.9.9.9", "me", 22, 2.5)
-    assert r.identity_files == (f"{home}/k", f"{home}/.ssh/gpu_ed25519")  # like ssh -i: first, then config's
+    # like `ssh -i ~/k` typed in a shell ($HOME) first, then the config's (the passwd home, as ssh expands it)
+    assert r.identity_files == (f"{home}/k", f"{local_home()}/.ssh/gpu_ed25519")
     assert r.jumps == ()
 
 

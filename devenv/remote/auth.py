@@ -22,7 +22,7 @@ import paramiko.agent
 
 from devenv.errors import ConnectError
 from devenv.remote.hostkeys import short_type
-from devenv.remote.sshconfig import DEFAULT_IDENTITIES, ResolvedTarget
+from devenv.remote.sshconfig import DEFAULT_IDENTITIES, ResolvedTarget, local_home
 
 
 def authenticate(transport: paramiko.Transport, target: ResolvedTarget) -> None:
@@ -170,7 +170,8 @@ def _identity_paths(target: ResolvedTarget, attempt: _Attempt) -> list[Path]:
             if p not in usable:
                 attempt.problems.append(f"identity file {p} does not exist")
         return usable
-    return [p for p in (Path(os.path.expanduser(d)) for d in DEFAULT_IDENTITIES) if p.exists()]
+    home = local_home()  # the passwd home, as ssh takes it
+    return [p for p in (Path(home) / d.removeprefix("~/") for d in DEFAULT_IDENTITIES) if p.exists()]
 
 
 def _pub_of(path: Path) -> Path:

@@ -12,7 +12,7 @@ import os
 import shutil
 import subprocess
 
-from devenv.errors import ConnectError
+from devenv.errors import ConnectError, ProfileError
 
 # Options that may appear several times in `ssh -G` output; the others keep their single (first) value.
 MULTI = frozenset({"identityfile", "certificatefile", "localforward", "remoteforward", "dynamicforward",
@@ -51,7 +51,7 @@ def query(args: list[str], destination: str, config_file: str | None) -> dict[st
     if proc.returncode != 0:
         lines = [ln for ln in proc.stderr.strip().splitlines() if "Pseudo-terminal" not in ln]
         why = "; ".join(lines[-3:]) or f"exit code {proc.returncode}"
-        raise ConnectError(f"OpenSSH cannot use its configuration for '{destination}': {why}",
+        raise ProfileError(f"OpenSSH cannot use its configuration for '{destination}': {why}",
                            "fix the ssh config line it names (`ssh -G HOST` shows the same error)")
     return parse_output(proc.stdout)
 

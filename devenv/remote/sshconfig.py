@@ -45,7 +45,7 @@ class ResolvedTarget:
     connect_timeout: float
     server_alive_interval: float
     server_alive_count_max: int = 3
-    jumps: tuple["ResolvedTarget", ...] = ()   # hops in dialling order, flattened
+    jumps: tuple[ResolvedTarget, ...] = ()   # hops in dialling order, flattened
     proxy_command: str | None = None           # tokens expanded; run as `exec CMD` by the user's shell
     original: str = ""                         # the name as given (%n), for HostKeyAlias-less lookups
     identity_agent: str | None = None          # None: $SSH_AUTH_SOCK; "none": no agent; else a socket path
@@ -87,8 +87,13 @@ def local_user() -> str:
 
 
 def local_home() -> str:
-    """`~` and %d: $HOME (tests point it elsewhere; it is the passwd home for a normal login)."""
-    return os.environ.get("HOME") or pwd.getpwuid(os.getuid()).pw_dir
+    """`~` and %d in ssh config values, and where the default keys live: the real uid's passwd home, as
+    OpenSSH takes it ($HOME is ignored, as ssh ignores it; a profile's own identity_file, like `ssh -i ~/k`
+    typed in a shell, is expanded with $HOME)."""
+    try:
+        return pwd.getpwuid(os.getuid()).pw_dir
+    except KeyError:
+        return os.environ.get("HOME") or "/"
 
 
 def check_name(value: str, what: str) -> str:
@@ -224,7 +229,9 @@ def from_options(opts: dict, name: str, label: str, ov: Overrides | None = None)
     if proxy_command:
         proxy_command = expand_tokens(proxy_command, tokens, "ProxyCommand", allowed="%hnpr")
     agent = _none(opts.get("identityagent"), keep_none=True)
-    if agent and agent.lower() not in ("none", "ssh_auth_sock"):
+    if agent and agent.startswith("$") and not agent.startswith("${"):
+        agent = os.environ.get(agent[1:]) or "none"  # "$VAR": the variable holds the socket's path
+    elif agent and agent.lower() not in ("none", "ssh_auth_sock"):
         agent = expand_path(agent, tokens, "IdentityAgent")
     elif agent and agent.lower() == "ssh_auth_sock":
         agent = None
@@ -256,8 +263,7 @@ def from_options(opts: dict, name: str, label: str, ov: Overrides | None = None)
 def _known_hosts_files(opts: dict, tokens: dict[str, str]) -> tuple[str, ...]:
     files = [expand_path(p, tokens, "UserKnownHostsFile")
              for p in str(opts.get("userknownhostsfile") or "").split() if p.lower() != "none"]
-    defaults = {os.path.join(h, ".ssh", n) for h in {local_home(), pwd.getpwuid(os.getuid()).pw_dir}
-                for n in ("known_hosts", "known_hosts2")}
+    defaults = {os.path.join(local_home(), ".ssh", n) for n in ("known_hosts", "known_hosts2")}
     override = os.environ.get("DEVENV_KNOWN_HOSTS")
     if override and (not files or set(files) <= defaults):
         return (str(Path(override).expanduser()),)
@@ -271,12 +277,12 @@ def _known_hosts_files(opts: dict, tokens: dict[str, str]) -> tuple[str, ...]:
 def token_table(*, hostname: str, port: int, user: str, original: str, alias: str | None) -> dict[str, str]:
     import hashlib
 
-    local_full = socket.getfqdn() or socket.gethostname()
-    local_short = socket.gethostname().split(".")[0]
+    local_full = socket.gethostname()  # %l: gethostname() as ssh takes it; %L: up to the first dot
+    local_short = local_full.split(".")[0]
     return {
         "%": "%", "h": hostname, "p": str(port), "r": user, "n": original, "u": local_user(),
         "d": local_home(), "i": str(os.getuid()), "L": local_short, "l": local_full,
-        "k": alias or original, "j": "",
+        "k": alias or original,
         "C": hashlib.sha1(f"{local_full}{hostname}{port}{user}".encode()).hexdigest(),
     }
 

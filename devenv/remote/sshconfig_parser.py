@@ -91,8 +91,11 @@ def _read(path: Path, state: _State, *, active: bool, system: bool, depth: int, 
             active = not never and _match(args, state, where)
         elif keyword == "include":
             for pattern in args:
-                base = Path(SYSTEM_CONFIG).parent if system else Path(os.path.expanduser("~/.ssh"))
-                pattern = os.path.expanduser(pattern)
+                from devenv.remote.sshconfig import local_home
+
+                base = Path(SYSTEM_CONFIG).parent if system else Path(local_home()) / ".ssh"
+                if pattern.startswith("~/"):
+                    pattern = local_home() + pattern[1:]
                 full = pattern if os.path.isabs(pattern) else str(base / pattern)
                 for included in sorted(glob.glob(full)):
                     # the included file starts in this block's state, and this block's state resumes after it

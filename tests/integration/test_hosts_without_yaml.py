@@ -11,7 +11,7 @@ import stat
 import pytest
 import yaml
 from click.testing import CliRunner
-from sshd_fixture import SSHD, free_port, make_key
+from sshd_fixture import SSHD, SSHAgent, free_port, make_key
 
 from devenv.cli import main
 from devenv.config import paths
@@ -61,14 +61,16 @@ def test_check_an_ssh_alias_with_no_profile(server):
     assert r.exit_code == (1 if failed else 0), r.output
 
 
-def test_check_user_at_host_port_with_the_default_key(server, fresh):
+def test_check_user_at_host_port_with_the_agents_key(server, fresh, tmp_path, monkeypatch):
     s, key = server
-    (fresh / ".ssh" / "id_ed25519").write_bytes(key.path.read_bytes())
-    (fresh / ".ssh" / "id_ed25519").chmod(0o600)
+    agent = SSHAgent(tmp_path / "agent").__enter__()
+    agent.add(key.path)
+    monkeypatch.setenv("SSH_AUTH_SOCK", str(agent.socket_path))
     r = cli("check", f"root@127.0.0.1:{s.port}", "--env", "cpu", "--accept-new-host", "--json")
     assert r.exit_code in (0, 1), r.output
     assert json.loads(r.stdout)["host"] == f"root@127.0.0.1:{s.port}"
     assert f"[127.0.0.1]:{s.port}" in paths.known_hosts_path().read_text()  # recorded: the user consented
+    agent.__exit__(None, None, None)
 
 
 def test_status_of_the_bundled_group_on_a_fresh_install():
@@ -132,3 +134,18 @@ def test_an_unreachable_host_is_exit_code_3_in_every_command(argv):
 def test_bad_host_names_are_exit_code_2(argv):
     r = cli(*argv)
     assert r.exit_code == 2, r.output
+
+
+def test_a_slow_bashrc_is_shell_start_up_not_network_latency(tmp_path):
+    """The round trip is an SSH keepalive (no shell); running `true` pays the login shell's start-up, which
+    is reported apart, with its own hint (it used to be reported as network latency)."""
+    key = make_key(tmp_path / "id")
+    with SSHD(tmp_path / "sshd", authorized_keys=[key.public]) as s:
+        s.bashrc.write_text("sleep 1.5\n")
+        paths.ssh_config_path().write_text(
+            f"Host slowshell\n  HostName 127.0.0.1\n  Port {s.port}\n  User root\n  IdentityFile {key.path}\n")
+        paths.known_hosts_path().write_text(s.known_hosts_line())
+        r = cli("check", "slowshell", "--env", "cpu", "--json")
+    ssh = next(c for c in json.loads(r.stdout)["checks"] if c["id"] == "ssh")
+    assert ssh["details"]["shell_startup_ms"] > ssh["details"]["latency_ms"]
+    assert ssh["status"] == "warn" and ".bashrc" in ssh["remedy"] and "jump host" not in ssh["remedy"]

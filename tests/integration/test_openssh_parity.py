@@ -316,6 +316,20 @@ def test_identityagent_path_serves_a_key_that_exists_only_in_the_agent(lab, case
         """, "ag-a", expect=True)
 
 
+def test_identityagent_names_an_environment_variable(lab, case_dir, monkeypatch):
+    kh(lab, case_dir, "a")
+    monkeypatch.setenv("PARITY_AGENT", str(lab.agent.socket_path))
+    compare(lab, case_dir, """
+        Host ag-d
+          HostName 127.0.0.1
+          Port {a_port}
+          User root
+          IdentityAgent $PARITY_AGENT
+          IdentityFile {key_agentonly}.pub
+          UserKnownHostsFile {kh}
+        """, "ag-d", expect=True)
+
+
 def test_identityagent_none_ignores_ssh_auth_sock(lab, case_dir):
     kh(lab, case_dir, "a")
     compare(lab, case_dir, """
@@ -612,7 +626,7 @@ def test_proxycommand_with_shell_syntax(lab, case_dir, monkeypatch):
           IdentityFile {key_main}
           UserKnownHostsFile {kh}
           ProxyCommand ssh -F none -i {key_main} -p {b_port} -o BatchMode=yes -o "UserKnownHostsFile=$PARITY_KH" -W %h:%p root@127.0.0.1 2>/dev/null # bastion b
-        """, "pc-a", expect=True)
+        """, "pc-a", expect=True)  # noqa: E501 (one ProxyCommand line)
 
 
 def test_dying_proxycommand_is_noticed_with_its_stderr(lab, case_dir):
