@@ -21,7 +21,7 @@ cp .gpupodman/slirp4netns /tmp/.pod/bin/ && cp .gpupodman/libslirp.so.0 /tmp/.po
 mkdir -p /etc/containers/containers.conf.d
 # the kit's /etc/containers comes from the machine that prepared it: drop that test host's own settings
 rm -f /etc/containers/containers.conf.d/50-devenv-testhost.conf
-printf '[containers]\nnetns = "slirp4netns"\n' > /etc/containers/containers.conf.d/90-devenv-proof.conf
+printf '[containers]\nnetns = "slirp4netns"\ninit_path = "/tmp/.pod/bin/catatonit"\n' > /etc/containers/containers.conf.d/90-devenv-proof.conf
 pkill -f "podman system service" ; sleep 0.5
 export PATH=/tmp/.pod/bin:$PATH LD_LIBRARY_PATH=/tmp/.pod/lib
 (setsid podman system service -t 0 unix:///run/podman/podman.sock </dev/null >/tmp/podman-service.log 2>&1 &)
@@ -51,6 +51,7 @@ case "$pyroot" in /usr|/usr/*|/opt/torch*) ;; *) roots+=("${pyroot#/}") ;; esac
 echo "torch $torch_version (CUDA $cuda_version), python $pybase; image roots: ${roots[*]}" | tee -a "$OUT/proof.log"
 du -xsm /usr/* /usr/lib/* /opt/torch 2>/dev/null | sort -n | tail -n 12 >"$OUT/sizes.txt"
 t0=$(date +%s)
+podman image exists localhost/devenv/h200:local || \
 tar -C / --ignore-failed-read --exclude=usr/local/cuda\* --exclude=usr/share/doc --exclude=usr/share/man \
     --exclude=usr/share/locale --exclude=usr/share/info --exclude=usr/include --exclude=usr/src \
     --exclude=usr/lib/modules --exclude=usr/lib/firmware --exclude='usr/lib/x86_64-linux-gnu/*.a' \
