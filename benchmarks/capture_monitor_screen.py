@@ -68,7 +68,8 @@ def main() -> int:
     header = (f"# `devenv monitor gpu-replay cpu-box` in a {args.size} terminal (tmux capture-pane), "
               f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}.\n"
               "# gpu-replay's nvidia-smi is the REPLAY of a recorded H200 stream (tests/replay/nvidia-smi), 8 GPUs;\n"
-              "# its SSH sessions were killed 10 s in, so the gap and the reconnect show. cpu-box has no nvidia-smi.\n\n")
+              "# its SSH sessions were killed 10 s in, so the gap and the reconnect show. "
+              "cpu-box has no nvidia-smi.\n\n")
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(header + "\n".join(line.rstrip() for line in screen.splitlines()) + "\n")
     print(Path(args.out).read_text())

@@ -170,7 +170,7 @@ def run_mode(mode: str, n: int, seconds: float, warmup: float, replay_root: Path
     samplers: list[HostSampler] = []
     app_done = threading.Event()
     if mode in ("stream", "tui"):
-        for i, conn in enumerate(conns):
+        for conn in conns:
             samplers.append(HostSampler(conn.name, lambda c=conn: c, interval=1.0, process_interval=5.0,
                                         nvidia_smi=replay))
         if mode == "stream":

@@ -94,7 +94,8 @@ def main() -> int:
         "driver": snap.driver_version, "window_s": round(window, 1), "samples": stream_samples,
         "gaps": [g.to_dict() for g in snap.gaps], "throttle_reasons_seen": sorted(seen_reasons),
         "processes_seen": list(seen_procs.values()), "fields_missing": list(snap.fields_missing),
-        "stream_nvidia_smi_cpu_ms_per_sample": round(1000 * stream_s / max(stream_samples, 1), 2) if stream_s is not None else None,
+        "stream_nvidia_smi_cpu_ms_per_sample":
+            round(1000 * stream_s / max(stream_samples, 1), 2) if stream_s is not None else None,
         "sampler_process_cpu_ms_per_sample": round(1000 * ((r1.ru_utime + r1.ru_stime) - (r0.ru_utime + r0.ru_stime))
                                                    / max(snap.samples, 1), 2),
         "one_shot_call_cpu_ms": round(1000 * per_call_s, 2),

@@ -39,7 +39,7 @@ class JupyterClient:
         self.session.headers["Authorization"] = f"token {self.token}"
         self._kernels: list[str] = []
 
-    def __enter__(self) -> "JupyterClient":
+    def __enter__(self) -> JupyterClient:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -118,7 +118,7 @@ Subsystem sftp {SFTP_SERVER}
         kind, blob = self.host_key_pub.read_text().split()[:2]
         return f"[127.0.0.1]:{self.port} {kind} {blob}\n"
 
-    def start(self) -> "SSHD":
+    def start(self) -> SSHD:
         Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # sshd's privilege-separation dir
         # -D: stay in the foreground (we own the pid); -E: log to a file we can read in assertions.
         argv = [SSHD_BIN, "-D", "-E", str(self.log_path), "-f", str(self.config_path)]
@@ -205,7 +205,7 @@ Subsystem sftp {SFTP_SERVER}
         self.proc.stderr.close()
         self.proc = None
 
-    def __enter__(self) -> "SSHD":
+    def __enter__(self) -> SSHD:
         return self.start()
 
     def __exit__(self, *exc) -> None:
@@ -247,7 +247,7 @@ class SSHAgent:
         self.socket_path = self.workdir / "agent.sock"
         self.proc: subprocess.Popen | None = None
 
-    def __enter__(self) -> "SSHAgent":
+    def __enter__(self) -> SSHAgent:
         self.proc = subprocess.Popen(["ssh-agent", "-D", "-a", str(self.socket_path)],
                                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 5

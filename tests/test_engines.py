@@ -131,7 +131,8 @@ def test_cdi_specs_parse_yaml_json_and_broken_files():
     specs = ec.parse_cdi_specs(dump(**{"/etc/cdi/nvidia.yaml": NVIDIA_SPEC, "/etc/cdi/fpga.json": OTHER_SPEC,
                                        "/etc/cdi/bad.yaml": "kind: [unclosed"}).stdout)
     assert [(s.path, s.kind, s.devices) for s in specs[:2]] == [
-        ("/etc/cdi/nvidia.yaml", "nvidia.com/gpu", ("0", "all")), ("/etc/cdi/fpga.json", "vendor.example/fpga", ("f0",))]
+        ("/etc/cdi/nvidia.yaml", "nvidia.com/gpu", ("0", "all")),
+        ("/etc/cdi/fpga.json", "vendor.example/fpga", ("f0",))]
     assert specs[2].error
 
 

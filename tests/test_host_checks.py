@@ -21,7 +21,7 @@ def out(stdout="", exit_code=0, stderr=""):
 def h200_inventory_csv() -> str:
     # the recorded full query has more fields; rebuild the inventory row from the recorded values
     row = (FIX / "query-gpu_idle.csv").read_text().split(", ")
-    fields = "index,uuid,name,driver_version,pci.bus_id,memory.total".split(",")
+    fields = ["index", "uuid", "name", "driver_version", "pci.bus_id", "memory.total"]
     values = dict(zip(fields, row))
     cc = row[18]
     return ", ".join([values["index"], values["uuid"], values["name"], values["driver_version"],

@@ -46,8 +46,8 @@ MODULES = [m for m in all_modules() if layer_of(m) in FORBIDDEN]
 
 @pytest.mark.parametrize("module", MODULES)
 def test_layer_imports(module):
-    code = ("import json, sys, importlib; importlib.import_module(%r); "
-            "print(json.dumps(sorted({m.split('.')[0] for m in sys.modules})))" % module)
+    code = (f"import json, sys, importlib; importlib.import_module({module!r}); "
+            "print(json.dumps(sorted({m.split('.')[0] for m in sys.modules})))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     loaded = set(json.loads(done.stdout))

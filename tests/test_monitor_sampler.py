@@ -123,7 +123,8 @@ def test_dropped_connection_is_a_visible_gap_then_reconnects(tmp_path, key):
                 before = [p for p in points[:at] if isinstance(p, GpuSample)]
                 after = [p for p in points[at + 1:] if isinstance(p, GpuSample)]
                 assert before and before[-1].t <= gap.start
-                wait_until(lambda: len(gpu_points(sampler.snapshot(), index)) > len(before) + 3, 10)
+                seen = len(before)
+                wait_until(lambda i=index, n=seen: len(gpu_points(sampler.snapshot(), i)) > n + 3, 10)
                 assert after == [] or after[0].t >= gap.end
         finally:
             sampler.stop()

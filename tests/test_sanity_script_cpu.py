@@ -23,7 +23,9 @@ pytestmark = pytest.mark.skipif(importlib.util.find_spec("torch") is None,
                                 reason="torch is not installed here (the program needs it; the laptop does not)")
 
 
-def run_script(*args: str, timeout: float = 240, env: dict | None = None) -> tuple[list[dict], subprocess.CompletedProcess]:
+def run_script(
+    *args: str, timeout: float = 240, env: dict | None = None,
+) -> tuple[list[dict], subprocess.CompletedProcess]:
     done = subprocess.run([sys.executable, str(script_path()), "--json-lines", "--device", "cpu", *args],
                           capture_output=True, text=True, timeout=timeout,
                           env={**os.environ, "OMP_NUM_THREADS": "2", **(env or {})})

@@ -7,8 +7,8 @@ DEVENV_SSH_CONFIG and DEVENV_KNOWN_HOSTS point at temporary files).
 from __future__ import annotations
 
 import os
-import pwd
 import pty
+import pwd
 import select
 import stat
 import subprocess
@@ -126,9 +126,8 @@ def test_a_background_child_holding_stdout_does_not_hang_run(kind, request):
 
 def test_check_true_raises_command_failed_with_stderr(server, key):
     trust(server)
-    with SSHConnection(target(server, key), name="box") as conn:
-        with pytest.raises(CommandFailed) as ei:
-            conn.run("echo something broke >&2; exit 7", check=True)
+    with SSHConnection(target(server, key), name="box") as conn, pytest.raises(CommandFailed) as ei:
+        conn.run("echo something broke >&2; exit 7", check=True)
     err = ei.value
     assert err.result.exit_code == 7 and "exit code 7" in err.message and "something broke" in err.message
 
@@ -266,7 +265,8 @@ def test_default_identity_comes_from_the_passwd_home_not_HOME_like_ssh(server, k
     trust(server)
     assert str(ssh_home) != pwd.getpwuid(os.getuid()).pw_dir
     os.link(key.path, ssh_home / ".ssh" / "id_ed25519")
-    ssh = subprocess.run(["ssh", "-F", "none", "-o", "BatchMode=yes", "-o", f"UserKnownHostsFile={paths.known_hosts_path()}",
+    ssh = subprocess.run(["ssh", "-F", "none", "-o", "BatchMode=yes",
+                          "-o", f"UserKnownHostsFile={paths.known_hosts_path()}",
                           "-p", str(server.port), "root@127.0.0.1", "true"], capture_output=True, timeout=30)
     with pytest.raises(ConnectError) as ei:
         SSHConnection(target(server, key, identity_file=None), name="box").run("true")

@@ -27,10 +27,13 @@ _SPEC_LIMIT = 262144  # bytes read per spec file: generated specs are tens of KB
 
 PROBES: dict[str, str] = {
     "podman_info": "command -v podman >/dev/null 2>&1 || exit 127; podman info --format json 2>&1",
-    "cdi_specs": (f'for d in ${{DEVENV_CDI_SPEC_DIRS:-{CDI_DIRS}}}; do for f in "$d"/*.yaml "$d"/*.yml "$d"/*.json; do '
-                  f'[ -f "$f" ] || continue; echo "{_SPEC_MARK}$f"; head -c {_SPEC_LIMIT} "$f"; echo; done; done; true'),
+    "cdi_specs": (f'for d in ${{DEVENV_CDI_SPEC_DIRS:-{CDI_DIRS}}}; do '
+                  'for f in "$d"/*.yaml "$d"/*.yml "$d"/*.json; do '
+                  f'[ -f "$f" ] || continue; echo "{_SPEC_MARK}$f"; head -c {_SPEC_LIMIT} "$f"; echo; '
+                  'done; done; true'),
 }
-CDI_REMEDY = "generate it on the host: `sudo nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml` (NVIDIA container toolkit)"
+CDI_REMEDY = ("generate it on the host: `sudo nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml` "
+              "(NVIDIA container toolkit)")
 
 
 def image_probe(image: str, engine: str) -> str:
@@ -131,7 +134,8 @@ def judge_podman(info: Output) -> list[CheckResult]:
                "dial": engines.dial_command("podman")}
     value = f"podman {version} ({mode}), API through `podman system dial-stdio`"
     if socket and socket.get("exists") is False:
-        start = "systemctl --user enable --now podman.socket" if rootless else "sudo systemctl enable --now podman.socket"
+        start = ("systemctl --user enable --now podman.socket" if rootless
+                 else "sudo systemctl enable --now podman.socket")
         return [CheckResult("engine", "Container engine", FAIL, f"podman {version} ({mode}), but its API service is "
                             f"not running (no {socket.get('path') or 'socket'})",
                             f"start it: `{start}` (or `podman system service -t 0 &`)", details)]

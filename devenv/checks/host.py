@@ -37,9 +37,11 @@ PROBES: dict[str, str] = {
         "dp=$(tr '\\0' '\\n' < /proc/$pid/environ | sed -n 's/^PATH=//p'); fi; "
         "echo \"dockerd_path ${dp:-unknown}\"; "
         f"IFS=:; for d in ${{dp:-{DEFAULT_PATH}}}; do "
-        "[ -x \"$d/nvidia-container-runtime-hook\" ] && echo \"hook $d/nvidia-container-runtime-hook\"; done; unset IFS; "
+        "[ -x \"$d/nvidia-container-runtime-hook\" ] && echo \"hook $d/nvidia-container-runtime-hook\"; done; "
+        "unset IFS; "
         "for b in nvidia-ctk nvidia-container-cli; do p=$(command -v $b 2>/dev/null) && echo \"bin $b $p\"; done; "
-        "for f in /etc/cdi/* /var/run/cdi/*; do [ -f \"$f\" ] && grep -qs 'nvidia.com/gpu' \"$f\" && echo \"cdi $f\"; done; true"
+        "for f in /etc/cdi/* /var/run/cdi/*; do "
+        "[ -f \"$f\" ] && grep -qs 'nvidia.com/gpu' \"$f\" && echo \"cdi $f\"; done; true"
     ),
 }
 
@@ -152,7 +154,8 @@ def judge_docker(version: Output, info: Output) -> list[CheckResult]:
                             "start it: `sudo systemctl start docker` (or `sudo dockerd &`)")]
     server_version = server.get("Version", "?")
     api = server.get("ApiVersion", "?")
-    results = [CheckResult("docker.daemon", "Docker daemon", PASS, f"server {server_version} (API {api}), client {client}",
+    results = [CheckResult("docker.daemon", "Docker daemon", PASS,
+                           f"server {server_version} (API {api}), client {client}",
                            None, {"server_version": server_version, "api_version": api})]
     major = _major(server_version)
     if major is not None and major < 19:
@@ -179,8 +182,8 @@ def judge_disk(df: Output, directory: str, image_present: bool, image_size_gb: f
         return CheckResult("disk", title, status, value + ", image already present",
                            None if status == PASS else "under 5 GB left for the workspace and logs", details)
     if image_size_gb is None:
-        return CheckResult("disk", title, WARN if free_gb < 20 else PASS, value + ", image size unknown",
-                           "set image_size_gb in the environment profile to check it" if free_gb < 20 else None, details)
+        hint = "set image_size_gb in the environment profile to check it" if free_gb < 20 else None
+        return CheckResult("disk", title, WARN if free_gb < 20 else PASS, value + ", image size unknown", hint, details)
     need = image_size_gb * 1.2 + 2  # layers unpack bigger than they download; leave room for the workspace
     value += f", image needs ~{image_size_gb:g} GB"
     if free_gb < image_size_gb:
@@ -192,7 +195,9 @@ def judge_disk(df: Output, directory: str, image_present: bool, image_size_gb: f
     return CheckResult("disk", title, PASS, value, None, details)
 
 
-def judge_gpus(gpus: Output, header: Output, wants_gpu: bool) -> tuple[list[CheckResult], list[nvsmi.GpuInfo], str | None]:
+def judge_gpus(
+    gpus: Output, header: Output, wants_gpu: bool,
+) -> tuple[list[CheckResult], list[nvsmi.GpuInfo], str | None]:
     """The driver and GPU checks, plus the inventory and driver CUDA version for the compat checks."""
     missing = FAIL if wants_gpu else WARN
     if gpus.exit_code != 0:
@@ -207,7 +212,8 @@ def judge_gpus(gpus: Output, header: Output, wants_gpu: bool) -> tuple[list[Chec
         return [CheckResult("nvidia.driver", "NVIDIA driver", missing, f"driver {driver or '?'}, but no GPU listed",
                             "check `nvidia-smi -L` on the host")], [], driver_cuda
     results = [CheckResult("nvidia.driver", "NVIDIA driver", PASS if driver else WARN,
-                           f"{driver or 'version unreadable'}" + (f" (supports CUDA up to {driver_cuda})" if driver_cuda else ""),
+                           f"{driver or 'version unreadable'}"
+                           + (f" (supports CUDA up to {driver_cuda})" if driver_cuda else ""),
                            None if driver else "nvidia-smi printed no driver version",
                            {"driver": driver, "driver_cuda": driver_cuda})]
     for gpu in inventory:
@@ -230,8 +236,8 @@ def judge_toolkit(out: Output, info: dict[str, Any] | None, has_gpu: bool, wants
         return CheckResult("nvidia.toolkit", title, SKIP, "no GPU to hand to containers" if not has_gpu
                            else "this environment asks for no GPU")
     lines = out.stdout.splitlines()
-    hooks = [l.split(" ", 1)[1] for l in lines if l.startswith("hook ")]
-    cdi = [l.split(" ", 1)[1] for l in lines if l.startswith("cdi ")]
+    hooks = [line.split(" ", 1)[1] for line in lines if line.startswith("hook ")]
+    cdi = [line.split(" ", 1)[1] for line in lines if line.startswith("cdi ")]
     runtimes = sorted((info or {}).get("Runtimes", {}) or {})
     details = {"hooks": hooks, "cdi_specs": cdi, "runtimes": runtimes}
     if hooks:
@@ -311,8 +317,8 @@ def batch_script(probes: dict[str, str], limit_s: int = 25) -> str:
     names = " ".join(probes)
     parts = ['d=$(mktemp -d) || exit 1']
     for name, command in probes.items():
-        parts.append(f'( ( {command} ) >"$d/{name}.out" 2>"$d/{name}.err" </dev/null; echo $? >"$d/{name}.rc.t"; mv "$d/{name}.rc.t" "$d/{name}.rc" ) '
-                     '>/dev/null 2>&1 &')
+        parts.append(f'( ( {command} ) >"$d/{name}.out" 2>"$d/{name}.err" </dev/null; '
+                     f'echo $? >"$d/{name}.rc.t"; mv "$d/{name}.rc.t" "$d/{name}.rc" ) >/dev/null 2>&1 &')
     parts.append(f'i=0; while [ $i -lt {limit_s * 10} ]; do left=0; for n in {names}; do '
                  '[ -f "$d/$n.rc" ] || left=1; done; [ $left = 0 ] && break; sleep 0.1; i=$((i+1)); done')
     parts.append(f'for n in {names}; do rc=$(cat "$d/$n.rc" 2>/dev/null || echo 124); '
@@ -322,7 +328,7 @@ def batch_script(probes: dict[str, str], limit_s: int = 25) -> str:
     return "\n".join(parts)
 
 
-def parse_batch(stdout: str, probes: dict[str, str]) -> dict[str, "BatchOutput"]:
+def parse_batch(stdout: str, probes: dict[str, str]) -> dict[str, BatchOutput]:
     """The answers of batch_script; a probe missing from the output counts as failed (exit 255)."""
     import base64
 

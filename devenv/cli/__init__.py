@@ -48,7 +48,7 @@ def main() -> None:
 
 
 # Each command lives in its own module and registers itself on `main`.
-from devenv.cli import (
+from devenv.cli import (  # noqa: E402
     check_cmd,  # noqa: E402,F401
     compat_cmd,  # noqa: E402,F401
     down_cmd,  # noqa: E402,F401

@@ -8,8 +8,9 @@ Exit codes (every command): 0 ok, 1 a check or verdict failed, 2 bad input, 3 ca
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Callable, TypeVar
+from typing import TypeVar
 
 import click
 

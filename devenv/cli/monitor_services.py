@@ -5,8 +5,8 @@ callables, so it never builds a connection; each call opens what it needs throug
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from typing import Callable, Iterator
 
 from devenv.cli.common import connect, resolve_env
 from devenv.config import profiles

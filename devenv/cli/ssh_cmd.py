@@ -14,12 +14,12 @@ import subprocess
 import click
 
 from devenv.cli import main
-from devenv.runtimes.factory import settle
 from devenv.cli.common import accept_new_host_option, connect, env_option, load_host, resolve_env
 from devenv.cli.envcommon import open_provisioner
-from devenv.config import paths, profiles
+from devenv.config import paths
 from devenv.errors import DevenvError
 from devenv.remote import openssh
+from devenv.runtimes.factory import settle
 
 
 def ssh_files() -> tuple:

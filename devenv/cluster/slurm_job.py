@@ -222,7 +222,7 @@ print("devenv: jupyter for job %s on %s port %d" % (job, state["node"], port), f
 os.chdir(workspace)
 os.execv(sys.executable, [sys.executable, "-m", "jupyterlab", "--config=" + os.path.join(d, "jupyter_server_config.py"),
                           "--ServerApp.port=%d" % port, "--ServerApp.root_dir=" + workspace])
-'''
+'''  # noqa: E501 (the launcher's text)
 
 # Runs on a compute node under `srun --overlap`: copy stdin to 127.0.0.1:PORT and back (a stdio relay, as
 # `docker system dial-stdio` or `ssh -W` do), so no port is opened on any network. Ends when either side does.

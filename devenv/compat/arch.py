@@ -7,8 +7,9 @@ can run, JIT-compiled by the driver (slow first start). Neither: "no kernel imag
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal, Sequence
+from typing import Literal
 
 from devenv.compat.report import FAIL, PASS, UNKNOWN, WARN, Finding
 from devenv.compat.tables import Tables, TorchWheel, wheel_from_arch_list

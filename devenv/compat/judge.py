@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from devenv.compat.arch import check_toolkit_arch, check_torch_arch
 from devenv.compat.driver import check_driver

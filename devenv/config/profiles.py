@@ -7,9 +7,10 @@ config dir). Validation walks the YAML node tree, so every error names the file,
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import yaml
 

@@ -31,7 +31,7 @@ class BuildInputs:
     offline: bool = False
 
     @classmethod
-    def from_options(cls, ca_bundle: str | None, wheelhouse: str | None, offline: bool = False) -> "BuildInputs":
+    def from_options(cls, ca_bundle: str | None, wheelhouse: str | None, offline: bool = False) -> BuildInputs:
         """Flags win over $DEVENV_BUILD_CA_BUNDLE / $DEVENV_WHEELHOUSE."""
         ca = ca_bundle or os.environ.get("DEVENV_BUILD_CA_BUNDLE") or None
         wheels = wheelhouse or os.environ.get("DEVENV_WHEELHOUSE") or None
@@ -84,7 +84,7 @@ def build_args(env: EnvProfile, inputs: BuildInputs) -> dict[str, str]:
 def make_context(env: EnvProfile, inputs: BuildInputs) -> tuple[tempfile.SpooledTemporaryFile, str, int]:
     """(tar file object positioned at 0, the Dockerfile's name inside it, its size in bytes)."""
     dockerfile = dockerfile_path(env)
-    out = tempfile.SpooledTemporaryFile(max_size=32 * 1024 * 1024)
+    out = tempfile.SpooledTemporaryFile(max_size=32 * 1024 * 1024)  # noqa: SIM115 (handed to the caller)
     with tarfile.open(fileobj=out, mode="w") as tar:
         for path in sorted(dockerfile.parent.iterdir()):
             if path.is_file() and path.name not in _SKIP and not path.name.startswith("."):

@@ -112,9 +112,11 @@ def explain_failure(output: str, exit_code: int) -> tuple[str, str]:
     if "couldn't communicate with the nvidia driver" in text or exit_code == 9:
         return ("nvidia-smi is installed but cannot talk to the NVIDIA driver (module not loaded, or a "
                 "driver/library version mismatch after an upgrade)",
-                "reboot after a driver upgrade, or load the module (`sudo modprobe nvidia`); check `dmesg | grep -i nvrm`")
+                "reboot after a driver upgrade, or load the module (`sudo modprobe nvidia`); "
+                "check `dmesg | grep -i nvrm`")
     if "no devices were found" in text or exit_code == 6:
-        return ("the NVIDIA driver sees no GPU", "check that the GPU is attached (`lspci | grep -i nvidia`) and not held by vfio")
+        return ("the NVIDIA driver sees no GPU",
+                "check that the GPU is attached (`lspci | grep -i nvidia`) and not held by vfio")
     if "insufficient permissions" in text or exit_code == 4:
         return ("nvidia-smi lacks permission to read the GPU", "check /dev/nvidia* permissions for this user")
     last = output.strip().splitlines()[-1] if output.strip() else "no output"

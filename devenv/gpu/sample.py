@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import re
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
-from typing import Iterable
 
 from devenv.gpu.nvsmi import NA_VALUES, parse_csv, query_command
 from devenv.gpu.nvsmi import to_float as _float

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import shlex
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 DEFAULT_TIMEOUT = 60.0
 
@@ -49,7 +50,7 @@ class Connection(Protocol):
 
     def close(self) -> None: ...
 
-    def __enter__(self) -> "Connection": ...
+    def __enter__(self) -> Connection: ...
 
     def __exit__(self, *exc) -> None: ...
 

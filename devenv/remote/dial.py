@@ -68,7 +68,7 @@ class ProxySocket(socket.socket):
     _stderr: bytearray
 
     @classmethod
-    def spawn(cls, command: str) -> "ProxySocket":
+    def spawn(cls, command: str) -> ProxySocket:
         ours, theirs = socket.socketpair()
         shell = os.environ.get("SHELL") or "/bin/sh"
         try:
@@ -144,7 +144,7 @@ def _connect(hop: ResolvedTarget, via: paramiko.Transport | None, via_hop: Resol
         raise ConnectError(f"cannot connect to {hop.label} at {hop.address}: connection refused",
                            f"is sshd running and listening on port {hop.port}? check Port in the profile or "
                            "~/.ssh/config") from None
-    except (socket.timeout, TimeoutError):
+    except TimeoutError:
         raise ConnectError(f"cannot connect to {hop.label} at {hop.address}: timed out after "
                            f"{hop.connect_timeout:g}s (ConnectTimeout)",
                            "the host may be down or a firewall drops SSH; if it is only reachable through a "

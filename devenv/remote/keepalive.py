@@ -28,7 +28,7 @@ def _watch(transport: paramiko.Transport, interval: float, count_max: int) -> No
             return
         replied = threading.Event()
 
-        def ask() -> None:
+        def ask(replied: threading.Event = replied) -> None:
             # OpenSSH answers an unknown global request with a failure: any answer proves it alive.
             try:
                 transport.global_request("keepalive@openssh.com", wait=True)

@@ -15,8 +15,8 @@ import subprocess
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 from devenv.errors import CommandFailed, CommandTimeout, DevenvError
 from devenv.remote.base import DEFAULT_TIMEOUT, Result
@@ -74,7 +74,7 @@ class LocalConnection:
     def close(self) -> None:
         pass
 
-    def __enter__(self) -> "LocalConnection":
+    def __enter__(self) -> LocalConnection:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -141,7 +141,7 @@ class _Process:
     def exit_code(self) -> int:
         return self.proc.returncode
 
-    def __enter__(self) -> "_Process":
+    def __enter__(self) -> _Process:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import replace
 from shlex import quote
-from typing import Iterator
 
 import paramiko
 
@@ -76,7 +76,7 @@ class SSHConnection:
             chain, self._chain = self._chain, []
         dial.close_chain(chain)
 
-    def __enter__(self) -> "SSHConnection":
+    def __enter__(self) -> SSHConnection:
         return self
 
     def __exit__(self, *exc) -> None:

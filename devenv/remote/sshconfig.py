@@ -45,7 +45,7 @@ class ResolvedTarget:
     connect_timeout: float
     server_alive_interval: float
     server_alive_count_max: int = 3
-    jumps: tuple["ResolvedTarget", ...] = ()   # hops in dialling order, flattened
+    jumps: tuple[ResolvedTarget, ...] = ()   # hops in dialling order, flattened
     proxy_command: str | None = None           # tokens expanded; run as `exec CMD` by the user's shell
     original: str = ""                         # the name as given (%n), for HostKeyAlias-less lookups
     identity_agent: str | None = None          # None: $SSH_AUTH_SOCK; "none": no agent; else a socket path

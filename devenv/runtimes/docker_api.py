@@ -12,6 +12,8 @@ current transport.
 
 from __future__ import annotations
 
+import os
+
 import docker
 import docker.constants
 import urllib3
@@ -19,8 +21,6 @@ import urllib3.connection
 import urllib3.connectionpool
 from docker.transport.basehttpadapter import BaseHTTPAdapter
 from docker.transport.sshconn import SSHConnectionPool
-
-import os
 
 from devenv.env import engines
 from devenv.env.engines import EngineInfo
@@ -65,7 +65,8 @@ def _local_client(engine: str, timeout: int) -> docker.DockerClient:
     except docker.errors.DockerException as exc:
         raise DevenvError(f"cannot reach the local container engine ({engine}): {_short(exc)}",
                           "start it (sudo systemctl start docker, or systemctl --user start podman.socket) and "
-                          "check that you may use it (the 'docker' group, or DOCKER_HOST / CONTAINER_HOST set)") from None
+                          "check that you may use it (the 'docker' group, or DOCKER_HOST / CONTAINER_HOST set)"
+                          ) from None
 
 
 def _podman_socket() -> str:

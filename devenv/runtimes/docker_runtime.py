@@ -13,7 +13,7 @@ import io
 import re
 import tarfile
 import time
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 import docker
 import docker.errors
@@ -66,7 +66,7 @@ class DockerRuntime:
 
     @classmethod
     def connect(cls, conn: Connection, host_name: str, local: bool, engine: str = "auto",
-                gpu_devices: str = "auto") -> "DockerRuntime":
+                gpu_devices: str = "auto") -> DockerRuntime:
         client, info = docker_api.client_for(conn, local, engine)
         return cls(client, host_name, info, gpu_devices)
 
@@ -212,7 +212,8 @@ class DockerRuntime:
                                  environment=req.environment, hostname=req.hostname,
                                  ports=[(p, "tcp") for p in req.ports], host_config=host_config, detach=True)
         except docker.errors.ImageNotFound:
-            raise DevenvError(f"image {req.image} is not on {self.host}", "run `devenv up` again to pull or build it")
+            raise DevenvError(f"image {req.image} is not on {self.host}",
+                              "run `devenv up` again to pull or build it") from None
         return created["Id"]
 
     def _create_podman(self, req: envspec.ContainerRequest) -> str:

@@ -12,7 +12,7 @@ from devenv.remote.base import Connection
 
 # `runtime: auto` (every host named by an ssh destination): the container runtime where the host has a docker
 # (or podman) CLI, else the bare host. Asked once per connection: one `command -v` round trip.
-_decided: "weakref.WeakKeyDictionary[object, str]" = weakref.WeakKeyDictionary()
+_decided: weakref.WeakKeyDictionary[object, str] = weakref.WeakKeyDictionary()
 _decided_lock = threading.Lock()
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import shlex
-from typing import Iterator
+from collections.abc import Iterator
 
 from devenv.config.profiles import HostProfile
 from devenv.errors import CommandFailed, DevenvError

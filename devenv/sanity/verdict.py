@@ -490,7 +490,8 @@ def _judge_allreduce(r: dict, label: str) -> list[Check]:
     check = r.get("check")
     ok = bool(r.get("correct"))
     return [
-        Check(name=f"{label}: correct", status=PASS if ok else FAIL, measured=r.get("max_abs_err"), unit="max abs error",
+        Check(name=f"{label}: correct", status=PASS if ok else FAIL, measured=r.get("max_abs_err"),
+              unit="max abs error",
               threshold="== 0", source=ALLREDUCE_SOURCE, check=check,
               reason=f"exact sum over {r.get('world_size')} ranks" if ok else "all-reduce returned a wrong sum"),
         Check(name=f"{label}: bus bandwidth", status=INFO, measured=num(r.get("busbw_gbs")), unit="GB/s", check=check,
@@ -531,7 +532,8 @@ def _amp_checks(results: list[dict], ctx: Context) -> list[Check]:
                     src = "design.md: AMP is bought for speed and memory; no saving at all is worth a look"
                 out.append(Check(name=f"{label}: peak memory vs fp32", status=status, measured=round(ratio, 3),
                                  unit="x fp32 peak", threshold=thr, source=src, check=r.get("check"),
-                                 reason=f"{r['peak_mem_bytes'] / 2**30:.1f} vs {fp32['peak_mem_bytes'] / 2**30:.1f} GiB"))
+                                 reason=f"{r['peak_mem_bytes'] / 2**30:.1f} vs "
+                                        f"{fp32['peak_mem_bytes'] / 2**30:.1f} GiB"))
             if fp32 and _finite(r) and _finite(fp32):
                 a, b, start = num(r.get("loss_last")), num(fp32.get("loss_last")), num(fp32.get("loss_first"))
                 if a is not None and b is not None and start:

@@ -7,7 +7,7 @@ python and its torch, exactly as they run on a bare host. Commands run through t
 from __future__ import annotations
 
 import time
-from typing import Iterator
+from collections.abc import Iterator
 
 from devenv.errors import CommandFailed, CommandTimeout, DevenvError
 from devenv.remote.base import DEFAULT_TIMEOUT, Result
@@ -55,7 +55,7 @@ class ContainerConnection:
     def close(self) -> None:
         pass
 
-    def __enter__(self) -> "ContainerConnection":
+    def __enter__(self) -> ContainerConnection:
         return self
 
     def __exit__(self, *exc) -> None:

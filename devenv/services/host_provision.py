@@ -10,7 +10,7 @@ There is no second sshd: `devenv ssh` goes to the host itself. The runtime is a 
 from __future__ import annotations
 
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from devenv import __version__
 from devenv.config.profiles import EnvProfile, HostProfile

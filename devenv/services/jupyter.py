@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import secrets
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from devenv.errors import DevenvError
 

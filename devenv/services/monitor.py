@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
-from typing import Callable, Iterator
 
 from devenv.errors import ConnectError, DevenvError, HostKeyError
 from devenv.gpu.nvsmi import explain_failure
@@ -265,7 +265,7 @@ class HostSampler:
 
     # --- public -----------------------------------------------------------------------------------------
 
-    def start(self) -> "HostSampler":
+    def start(self) -> HostSampler:
         for target, name in ((self._gpu_loop, "gpu"), (self._apps_loop, "apps"), (self._watchdog, "watchdog")):
             thread = threading.Thread(target=target, name=f"monitor-{self.host}-{name}", daemon=True)
             thread.start()

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import statistics
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Callable
 
 from devenv.checks import engine as engine_checks
 from devenv.checks import host as hc
@@ -50,7 +50,8 @@ def run_check(
     probes = {**hc.PROBES, **engine_checks.PROBES}
     probes["image"] = engine_checks.image_probe(env.image, host.engine) if host.runtime == "docker" else "exit 1"
     probes["python"] = hc.python_probe(host.python) if host.runtime == "host" else "exit 0"
-    probes["disk"] = engine_checks.disk_probe(host.engine) if host.runtime == "docker" else hc.disk_dir_probe(host.runtime)
+    probes["disk"] = (engine_checks.disk_probe(host.engine) if host.runtime == "docker"
+                      else hc.disk_dir_probe(host.runtime))
     with ThreadPoolExecutor(max_workers=1) as pool:  # the forwarding probe overlaps the batch's round trip
         forwarding = pool.submit(_forwarding, conn)
         batch = conn.run(hc.batch_script(probes), timeout=PROBE_TIMEOUT)

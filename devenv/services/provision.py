@@ -11,8 +11,8 @@ The runtime (devenv.runtimes.docker_runtime.DockerRuntime) is passed in; this mo
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from devenv import __version__
 from devenv.config.profiles import EnvProfile, HostProfile

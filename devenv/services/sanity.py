@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
 
 from devenv.errors import CommandFailed, CommandTimeout, DevenvError
 from devenv.remote.base import Connection, quote

@@ -155,7 +155,8 @@ def compare(a: dict, b: dict) -> Comparison:
     for name in list(ma) + [n for n in mb if n not in ma]:
         va, unit, hib = ma.get(name, (None, "", True))
         vb, unit_b, hib_b = mb.get(name, (None, unit, hib))
-        rows.append(DiffRow(metric=name, unit=unit or unit_b, a=va, b=vb, higher_is_better=hib if name in ma else hib_b))
+        rows.append(DiffRow(metric=name, unit=unit or unit_b, a=va, b=vb,
+                            higher_is_better=hib if name in ma else hib_b))
     notes = []
     fa = (a.get("report") or {}).get("fingerprint") or {}
     fb = (b.get("report") or {}).get("fingerprint") or {}

@@ -10,9 +10,10 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Callable, Iterator, Protocol
+from typing import Protocol
 
 from textual import on, work
 from textual.app import App, ComposeResult

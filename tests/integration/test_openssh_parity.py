@@ -626,7 +626,7 @@ def test_proxycommand_with_shell_syntax(lab, case_dir, monkeypatch):
           IdentityFile {key_main}
           UserKnownHostsFile {kh}
           ProxyCommand ssh -F none -i {key_main} -p {b_port} -o BatchMode=yes -o "UserKnownHostsFile=$PARITY_KH" -W %h:%p root@127.0.0.1 2>/dev/null # bastion b
-        """, "pc-a", expect=True)
+        """, "pc-a", expect=True)  # noqa: E501 (one ProxyCommand line)
 
 
 def test_dying_proxycommand_is_noticed_with_its_stderr(lab, case_dir):

@@ -368,7 +368,8 @@ def build_gpt(cfg: dict):
             self.lm_head.weight = self.wte.weight  # tied, as in GPT-2
             for name, p in self.named_parameters():
                 if p.dim() >= 2:
-                    std = 0.02 / math.sqrt(2 * L) if name.endswith("c_proj.weight") or name.endswith("2.weight") else 0.02
+                    residual = name.endswith("c_proj.weight") or name.endswith("2.weight")
+                    std = 0.02 / math.sqrt(2 * L) if residual else 0.02
                     nn.init.normal_(p, 0.0, std)
                 elif name.endswith("bias"):
                     nn.init.zeros_(p)
@@ -824,7 +825,8 @@ def run_suite(args) -> int:
     if wanted(args, "probe"):
         no_scaler = args.inject == "fp16-no-scaler"
         plan.append(("probe", "probe/fp16-underflow",
-                     "fp16 underflow probe " + ("WITHOUT GradScaler (injected fault)" if no_scaler else "with GradScaler"),
+                     "fp16 underflow probe "
+                     + ("WITHOUT GradScaler (injected fault)" if no_scaler else "with GradScaler"),
                      lambda: underflow_probe(device, sizes["probe_steps"], not no_scaler, "fp16_underflow_probe"),
                      "fp16_underflow_probe", "probe"))
     for model_name in ("gpt", "resnet"):
@@ -850,7 +852,8 @@ def run_suite(args) -> int:
         for idx in range(1, gpu_count):
             dev_i = torch.device("cuda", idx)
             plan.append(("pergpu", f"gpu{idx}/matmul", f"GPU {idx}: matmul bf16",
-                         (lambda d=dev_i, k=idx: _on(d, lambda: check_matmul(d, "bf16", 8192, 20, f"matmul_bf16_gpu{k}"))),
+                         (lambda d=dev_i, k=idx: _on(d, lambda: check_matmul(d, "bf16", 8192, 20,
+                                                                            f"matmul_bf16_gpu{k}"))),
                          f"matmul_bf16_gpu{idx}", "matmul"))
             plan.append(("pergpu", f"gpu{idx}/memcpy", f"GPU {idx}: device copy",
                          (lambda d=dev_i, k=idx: _on(d, lambda: check_memcpy(d, sizes["memcpy_bytes"], 20,
@@ -862,7 +865,7 @@ def run_suite(args) -> int:
     _SUITE = suite
     ddp_n = args.ddp_nproc if args.ddp_nproc else (gpu_count if (full and gpu_count > 1) else 0)
     suite.n = len(plan) + (1 if ddp_n > 1 and wanted(args, "ddp") else 0)
-    for stage, step, msg, fn, check, kind in plan:
+    for _stage, step, msg, fn, check, kind in plan:
         suite.run_check(step, msg, fn, check, kind)
     if ddp_n > 1 and wanted(args, "ddp"):
         ref = next((r.get("throughput") for r in suite.results if r.get("check") == "train_gpt_bf16"), None)

@@ -35,7 +35,8 @@ def docker_names() -> list[str]:
 
 class PodmanEnv(EnvUnderTest):
     def containers(self) -> list[str]:
-        return podman("ps", "-a", "--filter", f"label=org.devenv.env={self.name}", "--format", "{{.Names}}").stdout.split()
+        return podman("ps", "-a", "--filter", f"label=org.devenv.env={self.name}",
+                      "--format", "{{.Names}}").stdout.split()
 
     def volumes(self) -> list[str]:
         return podman("volume", "ls", "-q", "--filter", f"label=org.devenv.env={self.name}").stdout.split()
@@ -147,7 +148,8 @@ def test_gpus_reach_a_podman_container_as_cdi_devices(use_testhost, podman_slim_
     try:
         assert runtime.engine.name == "podman"
         for gpus, expected in (("0", f"{token}-gpu0"), ("none", "")):
-            request = ContainerRequest(name=f"{name}-{gpus}", image=podman_slim_image, labels={"org.devenv.test": token},
+            request = ContainerRequest(name=f"{name}-{gpus}", image=podman_slim_image,
+                                       labels={"org.devenv.test": token},
                                        environment={"DEVENV_JUPYTER": "0", "DEVENV_SSHD": "0"}, ports={},
                                        volumes={}, shm_size="64m", gpus=gpus, hostname="cdi", ulimits={})
             container = runtime.create(request)
