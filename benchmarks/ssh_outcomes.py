@@ -35,8 +35,8 @@ from sshd_fixture import SSHD, make_key  # noqa: E402
 
 from devenv.config.profiles import SSHTarget  # noqa: E402
 from devenv.errors import DevenvError  # noqa: E402
-from devenv.remote.sshconfig import resolve  # noqa: E402
 from devenv.remote.ssh import SSHConnection  # noqa: E402
+from devenv.remote.sshconfig import resolve  # noqa: E402
 
 
 def ssh_once(cfg: Path, host: str) -> tuple[float, bool]:
