@@ -36,23 +36,25 @@ TORCH_PY=/opt/torch/.venv/bin/python3
 run nvidia-smi -L; run podman --version
 
 step "image: the machine's CUDA PyTorch + jupyter-server + devenv's runtime files, podman import"
-stage=/tmp/devenv-image-extra; rm -rf "$stage"; mkdir -p "$stage/opt/devenv-site" "$stage/usr/local/bin" \
-  "$stage/etc/jupyter" "$stage/etc/profile.d" "$stage/etc/devenv" "$stage/workspace"
-"$TORCH_PY" -m pip install -q --no-index --find-links .gpuhost/whl --target "$stage/opt/devenv-site" \
+# devenv's runtime files go straight into this throwaway machine's root, which becomes the image's one layer
+"$TORCH_PY" -m pip install -q --no-index --find-links .gpuhost/whl --target /opt/devenv-site \
   jupyter-server ipykernel >"$OUT/pip.log" 2>&1 || tail -n 5 "$OUT/pip.log"
-cp images/entrypoint.sh "$stage/usr/local/bin/devenv-entrypoint"; cp images/ready.py "$stage/usr/local/bin/devenv-ready"
-cp images/jupyter_server_config.py "$stage/etc/jupyter/"; cp images/profile_devenv.sh "$stage/etc/profile.d/00-devenv.sh"
-chmod 0755 "$stage/usr/local/bin/devenv-entrypoint" "$stage/usr/local/bin/devenv-ready"
-ln -s /opt/torch/.venv "$stage/opt/venv"   # devenv-ready's interpreter
+mkdir -p /etc/jupyter /etc/devenv /workspace
+install -m 0755 images/entrypoint.sh /usr/local/bin/devenv-entrypoint; install -m 0755 images/ready.py /usr/local/bin/devenv-ready
+cp images/jupyter_server_config.py /etc/jupyter/; cp images/profile_devenv.sh /etc/profile.d/00-devenv.sh
+ln -sfn /opt/torch/.venv /opt/venv   # devenv-ready's interpreter
 torch_version=$("$TORCH_PY" -c 'import torch; print(torch.__version__)')
 cuda_version=$("$TORCH_PY" -c 'import torch; print(torch.version.cuda)')
 pybase=$(readlink -f "$TORCH_PY"); pyroot=$(dirname "$(dirname "$pybase")")
-roots=(usr etc bin sbin lib lib64 opt/torch)
+roots=(usr etc bin sbin lib lib64 opt/torch opt/devenv-site opt/venv workspace)
 case "$pyroot" in /usr|/usr/*|/opt/torch*) ;; *) roots+=("${pyroot#/}") ;; esac
 echo "torch $torch_version (CUDA $cuda_version), python $pybase; image roots: ${roots[*]}" | tee -a "$OUT/proof.log"
+du -xsm /usr/* /usr/lib/* /opt/torch 2>/dev/null | sort -n | tail -n 12 >"$OUT/sizes.txt"
 t0=$(date +%s)
 tar -C / --ignore-failed-read --exclude=usr/local/cuda\* --exclude=usr/share/doc --exclude=usr/share/man \
-    --exclude=usr/lib/firmware --exclude=usr/local/bin/podman -cf - "${roots[@]}" -C "$stage" . 2>"$OUT/tar.err" \
+    --exclude=usr/share/locale --exclude=usr/share/info --exclude=usr/include --exclude=usr/src \
+    --exclude=usr/lib/modules --exclude=usr/lib/firmware --exclude='usr/lib/x86_64-linux-gnu/*.a' \
+    --exclude=usr/local/bin/podman -cf - "${roots[@]}" 2>"$OUT/tar.err" \
   | podman import --change 'ENTRYPOINT ["/usr/local/bin/devenv-entrypoint"]' --change 'WORKDIR /workspace' \
       --change 'ENV PATH=/opt/torch/.venv/bin:/opt/devenv-site/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
       --change 'ENV PYTHONPATH=/opt/devenv-site' --change 'ENV VIRTUAL_ENV=/opt/torch/.venv' --change 'ENV LANG=C.UTF-8' \
