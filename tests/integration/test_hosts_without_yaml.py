@@ -117,6 +117,10 @@ def test_hosts_add_writes_a_private_validated_profile_and_groups_work(server, fr
     ["logs", "{dest}"],
     ["down", "{dest}"],
     ["jupyter", "{dest}"],
+    ["up", "{dest}", "--env", "cpu"],
+    ["ssh", "{dest}", "--", "true"],
+    ["tunnel", "{dest}", "8888"],
+    ["image", "build", "{dest}", "--env", "cpu"],
 ])
 def test_an_unreachable_host_is_exit_code_3_in_every_command(argv):
     dest = f"root@127.0.0.1:{free_port()}"
