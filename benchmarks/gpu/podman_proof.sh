@@ -21,7 +21,8 @@ cp .gpupodman/slirp4netns /tmp/.pod/bin/ && cp .gpupodman/libslirp.so.0 /tmp/.po
 mkdir -p /etc/containers/containers.conf.d
 # the kit's /etc/containers comes from the machine that prepared it: drop that test host's own settings
 rm -f /etc/containers/containers.conf.d/50-devenv-testhost.conf
-printf '[containers]\nnetns = "slirp4netns"\ninit_path = "/tmp/.pod/bin/catatonit"\n' > /etc/containers/containers.conf.d/90-devenv-proof.conf
+printf '[containers]\nnetns = "slirp4netns"\n' > /etc/containers/containers.conf.d/90-devenv-proof.conf
+mkdir -p /usr/libexec/podman && cp /tmp/.pod/bin/catatonit /usr/libexec/podman/catatonit   # where podman's API looks
 pkill -f "podman system service" ; sleep 0.5
 export PATH=/tmp/.pod/bin:$PATH LD_LIBRARY_PATH=/tmp/.pod/lib
 (setsid podman system service -t 0 unix:///run/podman/podman.sock </dev/null >/tmp/podman-service.log 2>&1 &)
