@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A devenv container environment on a real GPU: podman + CDI on the H200 machine, reached over SSH as a user's
 # laptop would reach a GPU box. The device tool runs this from the repo root with .gpuhost (prepared with
-# GPUHOST_WITH_DEPS="jupyter-server ipykernel"), .gpucontainers and .gpupodman (slirp4netns + libslirp) carried:
+# GPUHOST_WITH_DEPS="jupyter-server ipykernel"), .gpucontainers and .gpupodman (Debian's slirp4netns, libslirp.so.0 and
+# /usr/lib/podman/rootlessport) carried:
 #   ../shared/gpu-host/prepare; ../shared/gpu-containers/prepare; (see docs/gpu-proof/README.md for .gpupodman)
 # The machine has no registry and no network, so the image is made there: the machine's own root (its CUDA
 # PyTorch) plus devenv's runtime files, `podman import`ed with devenv's labels. devenv then does the rest:
@@ -23,6 +24,7 @@ mkdir -p /etc/containers/containers.conf.d
 rm -f /etc/containers/containers.conf.d/50-devenv-testhost.conf
 printf '[containers]\nnetns = "slirp4netns"\n' > /etc/containers/containers.conf.d/90-devenv-proof.conf
 mkdir -p /usr/libexec/podman && cp /tmp/.pod/bin/catatonit /usr/libexec/podman/catatonit   # where podman's API looks
+cp .gpupodman/rootlessport /usr/libexec/podman/rootlessport   # publishes slirp4netns ports on the host
 pkill -f "podman system service" ; sleep 0.5
 export PATH=/tmp/.pod/bin:$PATH LD_LIBRARY_PATH=/tmp/.pod/lib
 (setsid podman system service -t 0 unix:///run/podman/podman.sock </dev/null >/tmp/podman-service.log 2>&1 &)
