@@ -171,3 +171,15 @@ def test_image_inspect_of_podman_pretty_array_is_read():
                       indent=5)
     facts = image_facts(Out(text))
     assert facts == {"size_gb": 2.0, "cuda": "12.8", "torch": "2.11.0+cu128", "require_cuda": None}
+
+
+def test_a_refused_ulimit_is_named_in_runc_and_crun_wording():
+    from devenv.runtimes.docker_runtime import refused_limit
+
+    runc = ("runc: runc create failed: unable to start container process: error during container init: error setting "
+            "rlimits for ready process: error setting rlimit type 7: operation not permitted: OCI permission denied")
+    crun = "crun: setrlimit `RLIMIT_NOFILE`: Operation not permitted: OCI permission denied"  # seen on the H200
+    assert refused_limit(runc) == "nofile"
+    assert refused_limit(crun) == "nofile"
+    assert refused_limit("crun: setrlimit `RLIMIT_MEMLOCK`: Operation not permitted") == "memlock"
+    assert refused_limit("port is already allocated") is None

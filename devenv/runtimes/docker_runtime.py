@@ -50,6 +50,8 @@ CREATE_TIMEOUT = 900  # seconds for podman's create (see _create_podman)  # podm
 _RLIMIT_REFUSED = re.compile(r"error setting rlimit type (\d+)")
 # Linux RLIMIT_* numbers as runc reports them.
 _RLIMIT_NAMES = {3: "stack", 6: "nproc", 7: "nofile", 8: "memlock"}
+# crun (Fedora/RHEL podman's runtime) names the limit: "crun: setrlimit `RLIMIT_NOFILE`: Operation not permitted"
+_CRUN_RLIMIT_REFUSED = re.compile(r"setrlimit `RLIMIT_([A-Z]+)`")
 
 
 class DockerRuntime:
@@ -270,9 +272,9 @@ class DockerRuntime:
             if match or "address already in use" in text or "port is already allocated" in text:
                 port = int(next(g for g in match.groups() if g)) if match else None
                 raise PortInUse(port, text) from None
-            limit = _RLIMIT_REFUSED.search(text)
-            if limit and int(limit.group(1)) in _RLIMIT_NAMES:
-                raise LimitRefused(_RLIMIT_NAMES[int(limit.group(1))], text) from None
+            refused = refused_limit(text)
+            if refused:
+                raise LimitRefused(refused, text) from None
             if "could not select device driver" in text:
                 raise DevenvError(f"Docker on {self.host} cannot give GPUs to containers: {text}",
                                   "install nvidia-container-toolkit and run `sudo nvidia-ctk runtime configure "
@@ -396,6 +398,15 @@ def podman_create_spec(req: envspec.ContainerRequest) -> dict:
     if req.ulimits:
         spec["r_limits"] = [{"type": n, "soft": _rlim(s), "hard": _rlim(h)} for n, (s, h) in req.ulimits.items()]
     return spec
+
+
+def refused_limit(text: str) -> str | None:
+    """The ulimit an engine's start error says the host refused (runc's or crun's wording), or None."""
+    runc = _RLIMIT_REFUSED.search(text)
+    if runc and int(runc.group(1)) in _RLIMIT_NAMES:
+        return _RLIMIT_NAMES[int(runc.group(1))]
+    crun = _CRUN_RLIMIT_REFUSED.search(text)
+    return crun.group(1).lower() if crun else None
 
 
 def _labels_match(labels: dict[str, str] | None, wanted: dict[str, str]) -> bool:
