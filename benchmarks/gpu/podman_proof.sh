@@ -100,6 +100,7 @@ devenv up gpu-host --detach --json >"$OUT/up.json" 2>"$OUT/up.err"; code=$?
 echo "up exit=$code in $(( $(date +%s) - t0 )) s" | tee -a "$OUT/proof.log"; tail -n 15 "$OUT/up.err" | tee -a "$OUT/proof.log"
 run podman ps --format '{{.Names}} {{.Status}} {{.Ports}}'
 run devenv exec gpu-host -- nvidia-smi -L
+run devenv exec gpu-host -- mkdir -p -m 1777 /tmp   # the imported root has no /tmp (it was left out of the tar)
 
 step "a Jupyter kernel in the container, through devenv's tunnel"
 python3 benchmarks/gpu/kernel_through_tunnel.py gpu-host 2>&1 | tee -a "$OUT/proof.log"; echo "kernel exit=${PIPESTATUS[0]}" | tee -a "$OUT/proof.log"
