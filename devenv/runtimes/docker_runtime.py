@@ -45,8 +45,8 @@ _BUILD_NOISE = re.compile(r"^\s*(\[\d+/\d+\] )?(---> |--> |COMMIT |Removing inte
                           r"Successfully built |Successfully tagged )")
 # Docker's classic builder says "Step 3/16 : RUN ...", podman's buildah "[2/3] STEP 3/16: RUN ...".
 _BUILD_STEP = re.compile(r"^(\[\d+/\d+\] )?(Step|STEP) \d+/\d+")
-_RLIM_INFINITY = 2**64 - 1
-CREATE_TIMEOUT = 900  # seconds for podman's create (see _create_podman)  # podman's API wants the unsigned value where Docker takes -1
+_RLIM_INFINITY = 2**64 - 1  # podman's API wants the unsigned value where Docker takes -1
+CREATE_TIMEOUT = 900  # seconds for podman's create (see _create_podman)
 _RLIMIT_REFUSED = re.compile(r"error setting rlimit type (\d+)")
 # Linux RLIMIT_* numbers as runc reports them.
 _RLIMIT_NAMES = {3: "stack", 6: "nproc", 7: "nofile", 8: "memlock"}
