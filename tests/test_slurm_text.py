@@ -3,12 +3,14 @@ scontrol --oneliner, sbatch --parsable, sinfo --version, sacctmgr without accoun
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
-from conftest import FIXTURES
 
 from devenv.cluster import slurm_text
 
-SLURM = FIXTURES / "slurm"
+# Not `from conftest import ...`: in a whole-suite run `conftest` may already name another folder's conftest.
+SLURM = Path(__file__).parent / "fixtures" / "slurm"
 
 
 def read(name: str) -> str:
