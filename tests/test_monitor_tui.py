@@ -26,8 +26,9 @@ from textual.widgets import Input, ProgressBar, RichLog
 from devenv.errors import DevenvError
 from devenv.remote.local import LocalConnection
 from devenv.services.monitor import HostSampler, HostSnapshot
+from devenv.services.monitor_jupyter import JupyterLink
 from devenv.tui.monitor_app import HostPanel, MonitorServices, create_monitor_app
-from devenv.tui.monitor_screens import ConfirmScreen, HelpScreen, SanityScreen
+from devenv.tui.monitor_screens import ConfirmScreen, HelpScreen, JupyterScreen, SanityScreen
 
 pytestmark = pytest.mark.timeout(60)
 SIZE = (130, 50)
@@ -145,20 +146,38 @@ async def test_keys_without_their_service_say_not_available(key, what):
 
 
 @run_async
-async def test_j_opens_jupyter_for_the_selected_host():
+async def test_j_shows_the_checked_url_whole_and_opens_it_on_request():
     factory, _ = two_hosts()
-    calls = []
+    calls, opened = [], []
+    url = "http://127.0.0.1:8888/lab?token=" + "ab" * 24
 
     def open_jupyter(host):
         calls.append(host)
-        return f"http://127.0.0.1:8888/lab?token=abc ({host})"
+        return JupyterLink(host, "cuda", url, 8888, "openssh", "2.14.2")
 
-    app = create_monitor_app(["h200-box", "lab-b"], factory, MonitorServices(open_jupyter=open_jupyter))
-    async with app.run_test(size=SIZE) as pilot:
+    def open_browser(where):
+        opened.append(where)
+        return "opened in a browser"
+
+    app = create_monitor_app(["h200-box", "lab-b"], factory,
+                             MonitorServices(open_jupyter=open_jupyter, open_browser=open_browser))
+    async with app.run_test(size=(80, 24)) as pilot:
         await pilot.press("tab", "j")
-        await until(pilot, lambda: "http://127.0.0.1:8888/lab?token=abc (lab-b)" in notices(app))
+        await until(pilot, lambda: isinstance(app.screen, JupyterScreen), what="the Jupyter dialog")
+        screen = app.screen
         assert calls == ["lab-b"]
-        assert "jupyter on lab-b" in notices(app)
+        assert "Jupyter on lab-b · env cuda" in str(screen.query_one("#title").render())
+        shown = "".join(str(screen.query_one("#jupyter-url").render()).split())  # folded at 80 columns
+        assert shown == url, "the whole URL, never cut"
+        assert "answered on 127.0.0.1:8888" in str(screen.query_one("#jupyter-how").render())
+        await pilot.press("c")
+        assert app.clipboard == url
+        await pilot.press("o")
+        await until(pilot, lambda: "opened in a browser" in str(screen.query_one("#jupyter-status").render()))
+        assert opened == [url]
+        await pilot.press("escape")
+        await until(pilot, lambda: not isinstance(app.screen, JupyterScreen))
+        assert app.jupyter_links["lab-b"].url == url
 
 
 @run_async

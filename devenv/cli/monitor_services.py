@@ -4,7 +4,6 @@ callables, so it never builds a connection; each call opens what it needs throug
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 
@@ -17,14 +16,14 @@ Progress = Callable[[str, "float | None"], None]
 LOG_TAIL = 100
 
 
-def services_for(host_profiles: dict, accept_new_host: bool = False) -> MonitorServices:
+def services_for(host_profiles: dict, accept_new_host: bool = False, env_choice: str | None = None) -> MonitorServices:
     from devenv.cli.envcommon import open_provisioner
 
     def conn(name: str):
         return connect(host_profiles[name], accept_new_host)
 
     def env_name(name: str) -> str:
-        return resolve_env(host_profiles[name], None).name
+        return resolve_env(host_profiles[name], env_choice).name
 
     def env_state(name: str) -> str:
         with open_provisioner(host_profiles[name], conn(name), with_key=False) as (prov, _):
@@ -40,7 +39,7 @@ def services_for(host_profiles: dict, accept_new_host: bool = False) -> MonitorS
         from devenv.services import provision
         from devenv.services.preflight import run_check
 
-        profile, env = host_profiles[name], resolve_env(host_profiles[name], None)
+        profile, env = host_profiles[name], resolve_env(host_profiles[name], env_choice)
         connection = conn(name)
         options = provision.UpOptions(BuildInputs.from_options(None, None, False))
         with open_provisioner(profile, connection) as (prov, key):
@@ -60,34 +59,40 @@ def services_for(host_profiles: dict, accept_new_host: bool = False) -> MonitorS
             return f"no environment '{env_name(name)}' on {name}: nothing to remove"
         return f"removed {', '.join(removed['containers'])}; the workspace is kept"
 
-    tunnels: list = []
-    tunnels_lock = threading.Lock()
+    from devenv.services.monitor_jupyter import TunnelOwner, open_link
 
-    def open_jupyter(name: str) -> str:
+    owner = TunnelOwner()  # the app's tunnels live on its thread until quit (see monitor_jupyter)
+
+    def open_jupyter(name: str):
         from devenv.cli.envcommon import open_forwards
         from devenv.env.spec import CONTAINER_PORTS
         from devenv.services import jupyter
 
-        profile, env = host_profiles[name], resolve_env(host_profiles[name], None)
+        profile, env = host_profiles[name], resolve_env(host_profiles[name], env_choice)
         connection = conn(name)
-        with open_provisioner(profile, connection, with_key=False) as (prov, _):
-            status, token = prov.jupyter_access(env.name)
-        if profile.local:  # already on this machine's 127.0.0.1
-            return jupyter.lab_url(status.ports["jupyter"], token)
+
+        def access() -> tuple[int, str]:
+            with open_provisioner(profile, connection, with_key=False) as (prov, _):
+                status, token = prov.jupyter_access(env.name)
+            return status.ports["jupyter"], token
+
         preferred = env.ports.get("jupyter", CONTAINER_PORTS["jupyter"])
-        tunnel = open_forwards(profile, connection, [("jupyter", "127.0.0.1", status.ports["jupyter"], preferred)])
-        with tunnels_lock:
-            tunnels.append(tunnel)  # open while the monitor runs
-        return f"{jupyter.lab_url(tunnel.forwards[0].local_port, token)}  (tunnel open until you quit)"
+        opener = None if profile.local else (
+            lambda port: open_forwards(profile, connection, [("jupyter", "127.0.0.1", port, preferred)]))
+        return open_link(owner, name, env.name, access, opener, url_of=jupyter.lab_url)
+
+    def open_browser(url: str) -> str:
+        import webbrowser
+
+        if not webbrowser.open(url):
+            raise DevenvError("no browser could be started from here", "copy the URL into a browser")
+        return "opened in a browser"
 
     def close() -> None:
-        with tunnels_lock:
-            for tunnel in tunnels:
-                tunnel.close()
-            tunnels.clear()
+        owner.close()
 
     services = MonitorServices(env_state=env_state, follow_logs=follow_logs, up=up, down=down,
-                               open_jupyter=open_jupyter, close=close)
+                               open_jupyter=open_jupyter, open_browser=open_browser, env_of=env_name, close=close)
     try:
         from devenv.services import sanity, sanity_history
     except ImportError:

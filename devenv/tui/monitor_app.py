@@ -25,7 +25,8 @@ from textual.worker import get_current_worker
 
 from devenv.errors import DevenvError
 from devenv.services.monitor import HostSnapshot
-from devenv.tui.monitor_screens import ConfirmScreen, HelpScreen, SanityScreen
+from devenv.services.monitor_jupyter import JupyterLink
+from devenv.tui.monitor_screens import ConfirmScreen, HelpScreen, JupyterScreen, SanityScreen
 from devenv.tui.monitor_view import HostExtras, flatten, host_view
 
 EXTRAS_EVERY_S = 15.0
@@ -48,7 +49,9 @@ class MonitorServices:
 
     env_state: Callable[[str], str | None] | None = None
     last_verdict: Callable[[str], str | None] | None = None
-    open_jupyter: Callable[[str], str] | None = None
+    env_of: Callable[[str], str] | None = None   # the environment name the keys act on, for confirmations
+    open_jupyter: Callable[[str], JupyterLink] | None = None
+    open_browser: Callable[[str], str] | None = None
     run_sanity: Callable[[str, Callable[[str, float | None], None]], str] | None = None
     up: Callable[[str], str] | None = None
     down: Callable[[str], str] | None = None
@@ -77,9 +80,9 @@ class LogLine(Message):
 
 
 class ActionFinished(Message):
-    def __init__(self, host: str, action: str, ok: bool, text: str) -> None:
+    def __init__(self, host: str, action: str, ok: bool, text: str, result: object = None) -> None:
         super().__init__()
-        self.host, self.action, self.ok, self.text = host, action, ok, text
+        self.host, self.action, self.ok, self.text, self.result = host, action, ok, text, result
 
 
 class SanityProgress(Message):
@@ -151,6 +154,7 @@ class MonitorApp(App):
         self.selected: str | None = self.hosts[0] if self.hosts else None
         self.logs_host: str | None = None
         self.notified: list[tuple[str, str, str]] = []  # (severity, title, message), newest last
+        self.jupyter_links: dict[str, JupyterLink] = {}  # host -> the last checked link (its tunnel stays open)
 
     def notify(self, message: str, *, title: str = "", severity="information", timeout: float | None = None,
                markup: bool = True) -> None:
@@ -296,11 +300,11 @@ class MonitorApp(App):
                     close()  # ends the remote `logs -f`
         self._wait_for(follow)
 
-    def _run_action(self, host: str, action: str, call: Callable[[str], str]) -> None:
+    def _run_action(self, host: str, action: str, call: Callable[[str], object]) -> None:
         def job() -> None:
             try:
-                text = call(host)
-                self.post_message(ActionFinished(host, action, True, text))
+                result = call(host)
+                self.post_message(ActionFinished(host, action, True, str(result), result))
             except DevenvError as e:
                 self.post_message(ActionFinished(host, action, False,
                                                  e.message + (f"\nHint: {e.hint}" if e.hint else "")))
@@ -345,6 +349,9 @@ class MonitorApp(App):
             if panel is not None and message.ok:
                 panel.extras = HostExtras(panel.extras.env_state, message.text.splitlines()[0])
                 panel.redraw(self.clock())
+        if message.action == "jupyter" and isinstance(message.result, JupyterLink):
+            self.jupyter_links[message.host] = message.result
+            return self.push_screen(JupyterScreen(message.result, browser=self.services.open_browser))
         title = f"{message.action} on {message.host}"
         self.notify(message.text, title=title, severity="information" if message.ok else "error",
                     timeout=30 if message.action == "jupyter" else 8, markup=False)
@@ -381,7 +388,7 @@ class MonitorApp(App):
             return
         if self.services.open_jupyter is None:
             return self._missing("Jupyter (tunnel + URL)")
-        self.notify(f"opening a tunnel to Jupyter on {host}…", timeout=3)
+        self.notify(f"opening a tunnel to Jupyter on {host} and checking that it answers…", timeout=5)
         self._run_action(host, "jupyter", self.services.open_jupyter)
 
     def action_sanity(self) -> None:
