@@ -21,7 +21,9 @@ from devenv.gpu.sample import (
     parse_apps_csv,
     parse_gpu_csv,
     parse_gpu_line,
+    sample_step,
     sparkline,
+    time_series,
 )
 from devenv.services.monitor import HostSnapshot, read_apps_frames
 
@@ -168,11 +170,30 @@ def test_history_is_bounded_and_keeps_gaps():
         history.add(sample(float(t), 10 * t))
     history.add_gap(Gap(2.0, 9.0, "connection lost"))
     history.add(sample(9.0, 100))
-    assert history.series("util") == [0, 10, 20, None, 100]
-    assert history.series("mem", width=2) == [None, 50.0]
+    # on a time axis (1 s cells, the spacing of the samples): the 7 s gap is 6 empty cells wide, not one dot
+    assert history.series("util", 10) == [0, 10, 20, None, None, None, None, None, None, 100]
+    assert history.series("mem", 2) == [None, 50.0]
     history.add(sample(10.0, 50))
-    assert len(history.points) == 5 and history.series("util")[0] == 10, "oldest point dropped"
-    assert history.latest().t == 10.0
+    assert len(history.points) == 5 and history.latest().t == 10.0
+    assert history.series("util", 11)[:2] == [None, 10], "oldest point dropped"
+
+
+def test_time_series_carries_jitter_but_not_gaps():
+    # samples ~1 s apart with jitter: two in one cell, none in the next, is not a gap
+    points = tuple(sample(t, u) for t, u in ((0.0, 10), (0.9, 20), (1.95, 30), (2.05, 40), (4.0, 50)))
+    assert time_series(points, "util", 5, now=4.5, step=1.0) == [10, 20, 35.0, 35.0, 50]
+    # the host went quiet 6 s ago (no Gap recorded yet, the sampler still thinks it may come back)
+    assert time_series(points, "util", 8, now=10.5, step=1.0)[-6:] == [None] * 6
+    # a recorded Gap is empty even where the surrounding samples are close
+    close = (sample(0.0, 10), sample(0.9, 20), sample(3.0, 30))
+    assert time_series(close, "util", 4, now=3.5, step=1.0) == [10, 20, 20, 30]
+    gap = Gap(0.9, 3.0, "stalled")
+    assert time_series((*close[:2], gap, close[2]), "util", 4, now=3.5, step=1.0) == [10, 20, None, 30]
+
+
+def test_sample_step_is_the_usual_spacing():
+    assert sample_step(tuple(sample(t * 0.5, 1) for t in range(9))) == 0.5
+    assert sample_step(()) == 1.0
 
 
 def test_sparkline_draws_gaps_and_na_as_dots_never_as_zero():

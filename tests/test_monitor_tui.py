@@ -345,8 +345,10 @@ async def test_stays_responsive_while_a_host_hangs(tmp_path):
             return recorded
         return HostSampler(host, lambda: hang, interval=1.0)
 
+    stuck = threading.Event()
+
     def slow_env_state(host):
-        time.sleep(1.5)
+        stuck.wait(30)  # a status call that does not return while the test runs
         return "running"
 
     app = create_monitor_app(["h200-box", "hung-box"], factory, MonitorServices(env_state=slow_env_state))
@@ -354,11 +356,10 @@ async def test_stays_responsive_while_a_host_hangs(tmp_path):
         async with app.run_test(size=SIZE) as pilot:
             await until(pilot, lambda: "8× NVIDIA H200" in panel_text(app, "h200-box"))
             assert "connecting" in panel_text(app, "hung-box")
-            started = time.monotonic()
             await pilot.press("question_mark")
-            await until(pilot, lambda: isinstance(app.screen, HelpScreen), timeout=1.0)
-            assert time.monotonic() - started < 1.0
+            await until(pilot, lambda: isinstance(app.screen, HelpScreen), what="help while calls hang")
     finally:
+        stuck.set()
         silent.close()
 
 

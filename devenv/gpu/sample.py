@@ -8,6 +8,7 @@ clock when a line arrived (epoch seconds): nvidia-smi's own clock may differ fro
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
@@ -310,10 +311,64 @@ class GpuHistory:
                 return point
         return None
 
-    def series(self, metric: str, width: int | None = None) -> list[float | None]:
-        """Values of one metric, oldest first; None at a gap (and for NA). The newest `width` points."""
-        values = [p.metric(metric) if isinstance(p, GpuSample) else None for p in self.points]
-        return values[-width:] if width else values
+    def series(self, metric: str, width: int, now: float | None = None, step: float | None = None,
+               ) -> list[float | None]:
+        """The metric on a time axis: `width` cells of `step` seconds, the last one ending at `now`."""
+        return time_series(tuple(self.points), metric, width, now, step)
+
+
+def sample_step(points: tuple) -> float:
+    """The usual time between samples (the median spacing; 1 s when there are too few to tell)."""
+    times = [p.t for p in points if isinstance(p, GpuSample)]
+    diffs = sorted(b - a for a, b in zip(times, times[1:]) if b > a)
+    return min(60.0, max(0.1, diffs[len(diffs) // 2])) if diffs else 1.0
+
+
+def time_series(points: tuple, metric: str, width: int, now: float | None = None, step: float | None = None,
+                ) -> list[float | None]:
+    """Values of one metric in `width` cells of `step` seconds each, oldest first, the last ending at `now`
+    (default: the newest sample). A cell holds the mean of its samples; an empty cell between two samples no
+    further apart than 2.5 steps carries the one before (sampling jitter), anything longer is a gap (None),
+    as is a cell inside a recorded Gap. So a 31 s gap is 31 cells wide, not one dot."""
+    if width <= 0:
+        return []
+    samples = [p for p in points if isinstance(p, GpuSample)]
+    gaps = [p for p in points if isinstance(p, Gap)]
+    if not samples:
+        return [None] * width
+    step = step or sample_step(points)
+    end = now if now is not None else samples[-1].t + step / 2
+    start = end - width * step
+    cells: list[list[float]] = [[] for _ in range(width)]
+    seen = [False] * width
+    for sample in samples:
+        i = int((sample.t - start) // step)
+        if 0 <= i < width:
+            seen[i] = True
+            value = sample.metric(metric)
+            if value is not None:
+                cells[i].append(value)
+    times = [p.t for p in samples]
+    out: list[float | None] = []
+    previous: float | None = None
+    j = bisect_left(times, start)  # samples before the window, for the first cells' carry
+    before = samples[j - 1] if j else None
+    previous = before.metric(metric) if before is not None else None
+    for i in range(width):
+        lo, hi = start + i * step, start + (i + 1) * step
+        if seen[i]:
+            value = sum(cells[i]) / len(cells[i]) if cells[i] else None
+        else:
+            k = bisect_left(times, lo)
+            prev_t = times[k - 1] if k else None
+            next_t = times[k] if k < len(times) else None
+            held = prev_t is not None and (next_t if next_t is not None else end) - prev_t <= 2.5 * step
+            value = previous if held else None
+        if any(g.start < hi and (g.end if g.end is not None else end) > lo for g in gaps) and not seen[i]:
+            value = None
+        out.append(value)
+        previous = value if (seen[i] or value is not None) else None
+    return out
 
 
 SPARK_BLOCKS = "▁▂▃▄▅▆▇█"
@@ -340,5 +395,5 @@ __all__ = [
     "GpuSample", "ProcessSample", "AppsFrame", "Gap", "GpuHistory",
     "gpu_query_command", "apps_query_command", "invalid_field", "decode_throttle",
     "parse_gpu_line", "parse_gpu_csv", "parse_apps_csv", "parse_apps_frame", "container_from_cgroup",
-    "sparkline", "APPS_BEGIN", "APPS_END", "SPARK_GAP",
+    "sparkline", "time_series", "sample_step", "APPS_BEGIN", "APPS_END", "SPARK_GAP",
 ]

@@ -114,6 +114,10 @@ class HostPanel(Static, can_focus=True):
     def on_focus(self) -> None:
         self.post_message(self.Selected(self.host))
 
+    def on_resize(self) -> None:
+        if self.shape is not None and self.shape[1] != self.content_size.width:  # columns come and go with width
+            self.redraw(getattr(self.app, "clock", time.time)())
+
     def redraw(self, now: float) -> None:
         self.set_class(self.snapshot.state != "ok", "unhealthy")
         width = self.content_size.width or self.app.size.width - 4
@@ -135,6 +139,9 @@ class MonitorApp(App):
         Binding("u", "up", "Up"),
         Binding("d", "down", "Down"),
         Binding("slash", "filter", "Filter"),
+        Binding("l", "toggle_logs", "Logs"),
+        Binding("plus,equals_sign", "resize_logs(2)", "Logs +", show=False),
+        Binding("minus", "resize_logs(-2)", "Logs -", show=False),
         Binding("question_mark", "help", "Help"),
         Binding("q", "quit", "Quit"),
         Binding("escape", "clear_filter", "Clear filter", show=False),
@@ -154,6 +161,7 @@ class MonitorApp(App):
         self.selected: str | None = self.hosts[0] if self.hosts else None
         self.logs_host: str | None = None
         self.notified: list[tuple[str, str, str]] = []  # (severity, title, message), newest last
+        self.logs_rows: int | None = None   # rows of the logs pane the user chose (None: by terminal size)
         self.jupyter_links: dict[str, JupyterLink] = {}  # host -> the last checked link (its tunnel stays open)
 
     def notify(self, message: str, *, title: str = "", severity="information", timeout: float | None = None,
@@ -175,6 +183,39 @@ class MonitorApp(App):
         yield log
         yield Footer()
 
+    # --- size: compact mode and the logs pane -------------------------------------------------------------
+
+    COMPACT_BELOW = (100, 30)  # columns, rows: under either, panels lose padding and the title bar goes
+
+    def on_resize(self, event) -> None:
+        self._fit(event.size.width, event.size.height)
+
+    def _fit(self, width: int, height: int) -> None:
+        compact = width < self.COMPACT_BELOW[0] or height < self.COMPACT_BELOW[1]
+        self.set_class(compact, "compact")
+        self.query_one(Header).display = not compact
+        if self.logs_rows is None:  # until the user sizes it: by the terminal's height, gone when tiny
+            self._show_logs(0 if height < 24 else 5 if height < 40 else 9)
+
+    def _show_logs(self, rows: int) -> None:
+        log = self.query_one("#logs", RichLog)
+        log.display = rows > 0
+        if rows > 0:
+            log.styles.height = rows
+
+    def action_toggle_logs(self) -> None:
+        log = self.query_one("#logs", RichLog)
+        self.logs_rows = 0 if log.display else max(self.logs_rows or 0, 5)
+        self._show_logs(self.logs_rows)
+
+    def action_resize_logs(self, delta: int) -> None:
+        log = self.query_one("#logs", RichLog)
+        current = int(log.styles.height.value) if log.display and log.styles.height else 0
+        self.logs_rows = max(0, min(current + delta, max(3, self.size.height - 8)))
+        if 0 < self.logs_rows < 3:
+            self.logs_rows = 3 if delta > 0 else 0  # a border and one line at least, or nothing
+        self._show_logs(self.logs_rows)
+
     def panels(self) -> list[HostPanel]:
         return list(self.query(HostPanel))
 
@@ -188,6 +229,7 @@ class MonitorApp(App):
                                                                            thread_name_prefix="monitor"))
         self.query_one("#filter").display = False
         self.query_one("#no-match").display = False
+        self._fit(self.size.width, self.size.height)
         self._update_subtitle()
         for host in self.hosts:
             self.samplers[host] = self.sampler_factory(host)

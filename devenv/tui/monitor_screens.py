@@ -26,6 +26,8 @@ class HelpScreen(ModalScreen[None]):
         ("u", "start the environment (asks first)"),
         ("d", "stop the environment (asks first)"),
         ("/", "filter hosts by name (escape clears)"),
+        ("l", "show / hide the logs pane"),
+        ("+ / -", "make the logs pane taller / shorter"),
         ("?", "this help"),
         ("q", "quit"),
     )
@@ -35,7 +37,8 @@ class HelpScreen(ModalScreen[None]):
         for key, what in self.KEYS:
             text.append(f"{key:>16}", "bold cyan")
             text.append(f"  {what}\n")
-        text.append("\nA '·' in a history is a gap: no samples (connection lost or stalled), never a zero.",
+        text.append("\nHistories run on a time axis: a '·' is a gap (connection lost or stalled) as wide as it\n"
+                    "lasted, never a zero. Values of a host that is down are dimmed, with when it was last seen.",
                     "bright_black")
         with Vertical(id="dialog"):
             yield Static(text)
