@@ -228,11 +228,12 @@ async def test_up_and_down_ask_first_and_yes_runs_them(key, action):
     factory, _ = two_hosts()
     calls = []
     service = lambda host: calls.append(host) or f"{action} done on {host}"  # noqa: E731
-    app = create_monitor_app(["h200-box", "lab-b"], factory, MonitorServices(**{action: service}))
+    app = create_monitor_app(["h200-box", "lab-b"], factory,
+                             MonitorServices(**{action: service}, env_of=lambda h: f"cuda-{h}"))
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press(key)
         await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
-        assert "h200-box" in app.screen.question
+        assert "environment (env cuda-h200-box) on h200-box?" in app.screen.question, "names host and env"
         await pilot.press("n")
         await until(pilot, lambda: not isinstance(app.screen, ConfirmScreen))
         await pilot.pause(0.2)
@@ -242,6 +243,19 @@ async def test_up_and_down_ask_first_and_yes_runs_them(key, action):
         await pilot.click("#yes")
         await until(pilot, lambda: f"{action} done on h200-box" in notices(app))
         assert calls == ["h200-box"]
+
+
+@pytest.mark.parametrize("key", ["u", "d"])
+@run_async
+async def test_readonly_turns_off_the_keys_that_change_things(key):
+    factory, _ = two_hosts()
+    calls = []
+    app = create_monitor_app(["h200-box", "lab-b"], factory, MonitorServices(
+        up=lambda h: calls.append(h) or "", down=lambda h: calls.append(h) or ""), readonly=True)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press(key)
+        await until(pilot, lambda: "--readonly" in notices(app), what="the read-only notice")
+        assert not isinstance(app.screen, ConfirmScreen) and calls == []
 
 
 @run_async

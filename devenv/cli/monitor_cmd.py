@@ -9,7 +9,15 @@ from concurrent.futures import ThreadPoolExecutor
 import click
 
 from devenv.cli import main
-from devenv.cli.common import accept_new_host_option, connect, host_names, load_host, worst_exit_code
+from devenv.cli.common import (
+    accept_new_host_option,
+    connect,
+    env_option,
+    host_names,
+    load_host,
+    resolve_env,
+    worst_exit_code,
+)
 from devenv.cli.render import emit_json
 from devenv.errors import ConnectError, DevenvError
 from devenv.gpu.format import once_table
@@ -24,14 +32,20 @@ REACHED = ("ok", "no-gpu")
 @click.option("--json", "as_json", is_flag=True, help="Print one sample as JSON and exit (implies --once).")
 @click.option("--interval", type=click.FloatRange(min=0.1), default=1.0, show_default=True,
               help="Seconds between GPU samples in the TUI.")
+@env_option
+@click.option("--readonly", is_flag=True, help="Watch only: the keys that change things (up, down, kill) are off.")
 @accept_new_host_option
-def monitor(hosts: tuple[str, ...], once: bool, as_json: bool, interval: float, accept_new_host: bool) -> None:
+def monitor(hosts: tuple[str, ...], once: bool, as_json: bool, interval: float, env: str | None, readonly: bool,
+            accept_new_host: bool) -> None:
     """Watch GPUs, processes, logs and environments on HOSTs (default: every host with a running environment).
 
     HOSTs are profiles, @groups, ssh aliases or user@host[:port]. --once exits 3 when a host could not be
     reached (the others are still shown; a host without a GPU is reported, not an error), 2 for a bad name.
     """
     host_profiles = [load_host(name) for name in host_names(hosts or default_hosts())]
+    if env is not None:
+        for profile in host_profiles:
+            resolve_env(profile, env)  # a bad --env fails here (exit 2), not under every key of the TUI
     if once or as_json:
         codes: dict[str, int] = {}
         snapshots = look_once(host_profiles, accept_new_host, codes)
@@ -48,7 +62,7 @@ def monitor(hosts: tuple[str, ...], once: bool, as_json: bool, interval: float, 
         return
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
         raise DevenvError("devenv monitor needs a terminal", "use `devenv monitor HOST --once [--json]` in scripts")
-    run_tui(host_profiles, interval, accept_new_host)
+    run_tui(host_profiles, interval, accept_new_host, env, readonly)
 
 
 def default_hosts() -> list[str]:
@@ -81,7 +95,8 @@ def look_once(host_profiles, accept_new_host: bool, codes: dict[str, int] | None
         return list(pool.map(one, host_profiles))
 
 
-def run_tui(host_profiles, interval: float, accept_new_host: bool) -> None:
+def run_tui(host_profiles, interval: float, accept_new_host: bool, env: str | None = None,
+            readonly: bool = False) -> None:
     from devenv.cli.monitor_services import services_for
     from devenv.services.monitor import HostSampler
     from devenv.tui.monitor_app import create_monitor_app
@@ -92,5 +107,8 @@ def run_tui(host_profiles, interval: float, accept_new_host: bool) -> None:
         profile = by_name[name]
         return HostSampler(name, lambda: connect(profile, accept_new_host), interval=interval)
 
-    app = create_monitor_app(list(by_name), sampler_factory, services_for(by_name, accept_new_host))
+    services = services_for(by_name, accept_new_host, env)
+    if readonly:
+        services.up = services.down = None
+    app = create_monitor_app(list(by_name), sampler_factory, services, readonly=readonly)
     app.run()

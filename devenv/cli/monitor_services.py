@@ -102,7 +102,7 @@ def services_for(host_profiles: dict, accept_new_host: bool = False, env_choice:
         from devenv.cli.sanity_target import sanity_target
 
         # where `devenv sanity HOST` runs: in the environment when there is one, with the host's GPUs watched
-        with sanity_target(host_profiles[name], conn(name), None, False, host_if_no_env=True) as target:
+        with sanity_target(host_profiles[name], conn(name), env_choice, False, host_if_no_env=True) as target:
             result = sanity.run_sanity(target.conn, python=target.python, suite="quick",
                                        on_event=lambda event: _sanity_progress(event, progress),
                                        host_conn=target.host_conn, container=target.container, among=target.among)

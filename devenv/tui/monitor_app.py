@@ -149,8 +149,9 @@ class MonitorApp(App):
 
     def __init__(self, hosts: list[str], sampler_factory: Callable[[str], Sampler],
                  services: MonitorServices | None = None, *, clock: Callable[[], float] = time.time,
-                 redraw_every: float = 1.0):
+                 redraw_every: float = 1.0, readonly: bool = False):
         super().__init__()
+        self.readonly = readonly
         self.hosts = list(dict.fromkeys(hosts))
         self.sampler_factory = sampler_factory
         self.services = services or MonitorServices()
@@ -446,9 +447,22 @@ class MonitorApp(App):
         self.push_screen(SanityScreen(host))
         self._run_action(host, "sanity", sanity)
 
+    def _env_words(self, host: str) -> str:
+        """' (env NAME)' for confirmations: which environment a key acts on, not just which host."""
+        if self.services.env_of is None:
+            return ""
+        try:
+            return f" (env {self.services.env_of(host)})"
+        except DevenvError as e:
+            return f" (env unknown: {e.message})"
+
     def _confirm_then(self, action: str, question: str, call: Callable[[str], str] | None) -> None:
         host = self._target()
         if host is None:
+            return
+        if self.readonly:
+            self.notify(f"`{action}` is off: the monitor runs with --readonly", title="read-only",
+                        severity="warning")
             return
         if call is None:
             return self._missing(f"`{action}`")
@@ -457,13 +471,13 @@ class MonitorApp(App):
             if yes:
                 self.notify(f"{action} on {host}…", timeout=3)
                 self._run_action(host, action, call)
-        self.push_screen(ConfirmScreen(question.format(host=host)), answered)
+        self.push_screen(ConfirmScreen(question.format(host=host, env=self._env_words(host))), answered)
 
     def action_up(self) -> None:
-        self._confirm_then("up", "Start the environment on {host}?", self.services.up)
+        self._confirm_then("up", "Start the environment{env} on {host}?", self.services.up)
 
     def action_down(self) -> None:
-        self._confirm_then("down", "Stop and remove the environment on {host}? (the workspace volume is kept)",
+        self._confirm_then("down", "Stop and remove the environment{env} on {host}? (the workspace volume is kept)",
                            self.services.down)
 
     def action_help(self) -> None:
@@ -507,6 +521,7 @@ class MonitorApp(App):
 
 def create_monitor_app(hosts: list[str], sampler_factory: Callable[[str], Sampler],
                        services: MonitorServices | None = None, *, clock: Callable[[], float] = time.time,
-                       redraw_every: float = 1.0) -> MonitorApp:
-    """The monitor app for these hosts. sampler_factory(host) -> a sampler that is not started yet."""
-    return MonitorApp(hosts, sampler_factory, services, clock=clock, redraw_every=redraw_every)
+                       redraw_every: float = 1.0, readonly: bool = False) -> MonitorApp:
+    """The monitor app for these hosts. sampler_factory(host) -> a sampler that is not started yet.
+    readonly: the keys that change things (up, down) say so instead of asking."""
+    return MonitorApp(hosts, sampler_factory, services, clock=clock, redraw_every=redraw_every, readonly=readonly)
