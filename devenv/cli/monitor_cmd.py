@@ -32,20 +32,36 @@ REACHED = ("ok", "no-gpu")
 @click.option("--json", "as_json", is_flag=True, help="Print one sample as JSON and exit (implies --once).")
 @click.option("--interval", type=click.FloatRange(min=0.1), default=1.0, show_default=True,
               help="Seconds between GPU samples in the TUI.")
+@click.option("--watch", is_flag=True, help="With --json: keep sampling and write one JSON object per line "
+              "(NDJSON) per new sample of each host, until interrupted.")
+@click.option("--prometheus", "prometheus", metavar="ADDR:PORT",
+              help="Serve the samples on ADDR:PORT/metrics with dcgm-exporter's names (no TUI). Loopback only, "
+                   "e.g. 127.0.0.1:9400.")
+@click.option("--prometheus-public", is_flag=True, help="Allow --prometheus on a non-loopback address.")
 @env_option
 @click.option("--readonly", is_flag=True, help="Watch only: the keys that change things (up, down, kill) are off.")
 @accept_new_host_option
-def monitor(hosts: tuple[str, ...], once: bool, as_json: bool, interval: float, env: str | None, readonly: bool,
+def monitor(hosts: tuple[str, ...], once: bool, as_json: bool, interval: float, watch: bool,
+            prometheus: str | None, prometheus_public: bool, env: str | None, readonly: bool,
             accept_new_host: bool) -> None:
     """Watch GPUs, processes, logs and environments on HOSTs (default: every host with a running environment).
 
     HOSTs are profiles, @groups, ssh aliases or user@host[:port]. --once exits 3 when a host could not be
     reached (the others are still shown; a host without a GPU is reported, not an error), 2 for a bad name.
     """
+    bind = None
+    if prometheus is not None:
+        from devenv.services.monitor_stream import parse_bind
+
+        bind = parse_bind(prometheus, allow_public=prometheus_public)  # before connecting anywhere
+    if watch and not as_json:
+        raise click.UsageError("--watch goes with --json (NDJSON); the TUI watches by itself")
     host_profiles = [load_host(name) for name in host_names(hosts or default_hosts())]
     if env is not None:
         for profile in host_profiles:
             resolve_env(profile, env)  # a bad --env fails here (exit 2), not under every key of the TUI
+    if bind is not None or watch:
+        return run_headless(host_profiles, interval, accept_new_host, bind, ndjson=watch)
     if once or as_json:
         codes: dict[str, int] = {}
         snapshots = look_once(host_profiles, accept_new_host, codes)
@@ -93,6 +109,51 @@ def look_once(host_profiles, accept_new_host: bool, codes: dict[str, int] | None
 
     with ThreadPoolExecutor(max_workers=min(16, len(host_profiles) or 1)) as pool:
         return list(pool.map(one, host_profiles))
+
+
+def run_headless(host_profiles, interval: float, accept_new_host: bool, bind: tuple[str, int] | None,
+                 ndjson: bool) -> None:
+    """NDJSON on stdout and/or a Prometheus endpoint, from long-lived samplers, until Ctrl-C / SIGTERM / a
+    closed pipe (each ends with exit 0)."""
+    import json
+    import signal
+
+    from devenv.services.monitor import HostSampler
+    from devenv.services.monitor_stream import serve_prometheus, watch_records
+
+    def interrupted(signum, frame):
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, interrupted)
+    def connector(profile):
+        return lambda: connect(profile, accept_new_host)
+
+    samplers = [HostSampler(p.name, connector(p), interval=interval) for p in host_profiles]
+    for sampler in samplers:
+        sampler.start()
+    server = None
+    try:
+        if bind is not None:
+            server = serve_prometheus(samplers, *bind)[0]
+            click.echo(f"serving {len(samplers)} host(s) on http://{bind[0]}:{bind[1]}/metrics; Ctrl-C stops",
+                       err=True)
+        if ndjson:
+            out = click.get_text_stream("stdout")
+            for rec in watch_records(samplers, min(interval, 1.0)):
+                out.write(json.dumps(rec, default=str) + "\n")
+                out.flush()
+        else:
+            while True:
+                time.sleep(3600)
+    except KeyboardInterrupt:
+        pass
+    except BrokenPipeError:  # `| head`: the reader has what it wanted
+        sys.stderr.close()
+    finally:
+        if server is not None:
+            server.shutdown()
+        for sampler in samplers:
+            sampler.stop(timeout=0)
 
 
 def run_tui(host_profiles, interval: float, accept_new_host: bool, env: str | None = None,
