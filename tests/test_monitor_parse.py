@@ -19,6 +19,7 @@ from devenv.gpu.sample import (
     gpu_query_command,
     invalid_field,
     parse_apps_csv,
+    parse_apps_frame,
     parse_gpu_csv,
     parse_gpu_line,
     sample_step,
@@ -224,3 +225,34 @@ def test_once_table_shows_na_as_dash():
     gpu = GpuSample(t=0, index=0, name="X")
     text = gpu_format.once_table([HostSnapshot("h", "ok", 0, gpus=(gpu,), last_sample_t=0)])
     assert "- / - MiB" in text and "- / - W" in text and "ECC -" in text and "| - " in text
+
+
+def test_apps_frame_with_ps_details():
+    frame = parse_apps_frame([
+        "@apps 0",
+        "4242, /usr/bin/python3, 2048, GPU-1",
+        "4243, python, 512, GPU-2",
+        "@ps 4242 alice 187.5 10485760 3725 /usr/bin/python3 train.py --lr 3e-4  --name 'a b'",
+        "@ps 4243 root 0.0 2048 5",
+    ])
+    first, second = frame.processes
+    assert (first.user, first.cpu_pct, first.rss_kib, first.runtime_s) == ("alice", 187.5, 10485760, 3725)
+    assert first.command == "/usr/bin/python3 train.py --lr 3e-4  --name 'a b'", "the whole command line"
+    assert (second.user, second.command, second.runtime_s) == ("root", None, 5)
+
+
+def test_the_process_loop_reports_ps_details_of_a_real_process():
+    """The shell loop's ps line, run here for this test's own pid, parsed back."""
+    import os
+    import subprocess
+
+    from devenv.services.monitor import apps_loop_script, read_apps_frames
+
+    fake = f"printf '%s\\n' '{os.getpid()}, python3, 100, GPU-1'"
+    script = apps_loop_script(once=True).replace(
+        "nvidia-smi --query-compute-apps=pid,process_name,used_memory,gpu_uuid --format=csv,noheader,nounits", fake)
+    out = subprocess.run(["sh", "-c", script], capture_output=True, text=True, timeout=30).stdout
+    [frame] = read_apps_frames(iter(out.splitlines()))
+    [proc] = frame.processes
+    assert proc.pid == os.getpid() and proc.rss_kib and proc.rss_kib > 1000 and proc.runtime_s is not None
+    assert proc.command and "pytest" in proc.command and proc.cpu_pct is not None

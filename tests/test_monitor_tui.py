@@ -386,9 +386,13 @@ async def test_real_sampler_on_the_replay(monkeypatch):
                                                               process_interval=0.5))
     async with app.run_test(size=SIZE) as pilot:
         await until(pilot, lambda: "4× NVIDIA H200" in panel_text(app, "local"), timeout=15)
-        await until(pilot, lambda: "/opt/torch/.venv/bin/python3" in panel_text(app, "local"), timeout=15,
-                    what="the processes of the busy GPUs")
         panel = app.query_one(HostPanel)
+        # the replay's recorded pid is looked up with this machine's ps, so the command shown is whatever runs
+        # here under that pid (or nvidia-smi's name when nothing does): check the list, and its pid on screen
+        await until(pilot, lambda: any(p.name == "/opt/torch/.venv/bin/python3" for p in panel.snapshot.processes),
+                    timeout=15, what="the processes of the busy GPUs")
+        await until(pilot, lambda: str(panel.snapshot.processes[0].pid) in panel_text(app, "local"),
+                    what="the process row")
         assert panel.snapshot.state == "ok" and panel.snapshot.samples >= 4
         sampler = app.samplers["local"]
     await asyncio.sleep(0.3)

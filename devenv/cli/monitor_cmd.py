@@ -39,7 +39,7 @@ REACHED = ("ok", "no-gpu")
                    "e.g. 127.0.0.1:9400.")
 @click.option("--prometheus-public", is_flag=True, help="Allow --prometheus on a non-loopback address.")
 @env_option
-@click.option("--readonly", is_flag=True, help="Watch only: the keys that change things (up, down, kill) are off.")
+@click.option("--readonly", is_flag=True, help="Watch only: up, down and terminate/kill are off.")
 @accept_new_host_option
 def monitor(hosts: tuple[str, ...], once: bool, as_json: bool, interval: float, watch: bool,
             prometheus: str | None, prometheus_public: bool, env: str | None, readonly: bool,
@@ -170,6 +170,6 @@ def run_tui(host_profiles, interval: float, accept_new_host: bool, env: str | No
 
     services = services_for(by_name, accept_new_host, env)
     if readonly:
-        services.up = services.down = None
+        services.up = services.down = services.kill = None
     app = create_monitor_app(list(by_name), sampler_factory, services, readonly=readonly)
     app.run()

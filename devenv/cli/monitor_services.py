@@ -91,8 +91,14 @@ def services_for(host_profiles: dict, accept_new_host: bool = False, env_choice:
     def close() -> None:
         owner.close()
 
+    def kill(name: str, pid: int, signal: str, command: str | None) -> str:
+        from devenv.services.monitor import kill_process
+
+        return kill_process(conn(name), pid, signal, expect_command=command)
+
     services = MonitorServices(env_state=env_state, follow_logs=follow_logs, up=up, down=down,
-                               open_jupyter=open_jupyter, open_browser=open_browser, env_of=env_name, close=close)
+                               open_jupyter=open_jupyter, open_browser=open_browser, env_of=env_name, kill=kill,
+                               close=close)
     try:
         from devenv.services import sanity, sanity_history
     except ImportError:

@@ -196,6 +196,10 @@ class ProcessSample:
     gpu_uuid: str | None
     user: str | None = None
     container: str | None = None   # container id (12 hex) or name, when the cgroup tells
+    cpu_pct: float | None = None   # ps's %CPU: CPU time over the process's lifetime
+    rss_kib: int | None = None
+    runtime_s: int | None = None   # seconds since it started
+    command: str | None = None     # the full command line (ps args)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -231,7 +235,7 @@ def container_from_cgroup(lines: Iterable[str]) -> str | None:
 # The slow stream prints, every few seconds, one frame:
 #   @apps <exit code of nvidia-smi>
 #   <compute-apps CSV lines, or nvidia-smi's error>
-#   @user <pid> <user>            (from one `ps`)
+#   @ps <pid> <user> <%cpu> <rss KiB> <elapsed s> <args...>   (from one `ps`; @user <pid> <user> from an old loop)
 #   @cgroup <pid> <cgroup line>   (read from /proc/<pid>/cgroup by the shell, no process)
 #   @end
 APPS_BEGIN, APPS_END = "@apps", "@end"
@@ -250,8 +254,16 @@ def parse_apps_frame(lines: list[str]) -> AppsFrame:
     code = _int(head[1]) if len(head) > 1 else None
     code = -1 if code is None else code
     csv_lines, users, cgroups = [], {}, {}
+    details: dict[int, tuple] = {}
     for line in lines[1:]:
-        if line.startswith("@user "):
+        if line.startswith("@ps "):
+            parts = line.split(None, 6)
+            if len(parts) >= 6 and parts[1].isdigit():
+                pid = int(parts[1])
+                users[pid] = parts[2]
+                details[pid] = (_float(parts[3]), _int(parts[4]), _int(parts[5]),
+                                parts[6].strip() if len(parts) == 7 else None)
+        elif line.startswith("@user "):
             parts = line.split(None, 2)
             if len(parts) == 3 and parts[1].isdigit():
                 users[int(parts[1])] = parts[2].strip()
@@ -266,7 +278,7 @@ def parse_apps_frame(lines: list[str]) -> AppsFrame:
         return AppsFrame(code, (), message)
     processes = tuple(
         ProcessSample(p.pid, p.name, p.used_mib, p.gpu_uuid, users.get(p.pid),
-                      container_from_cgroup(cgroups.get(p.pid, ())))
+                      container_from_cgroup(cgroups.get(p.pid, ())), *details.get(p.pid, ()))
         for p in parse_apps_csv("\n".join(csv_lines))
     )
     return AppsFrame(0, processes)

@@ -112,7 +112,8 @@ while :; do
 $out
 DEVENV_EOF
   if [ -n "$pids" ]; then
-    ps -o pid=,user:32= -p "$pids" 2>/dev/null | while read -r p u; do echo "@user $p $u"; done
+    ps -ww -o pid=,user:32=,pcpu=,rss=,etimes=,args= -p "$pids" 2>/dev/null |
+      while read -r p u c r e a; do echo "@ps $p $u $c $r $e $a"; done
     for p in $pids; do
       while read -r l; do echo "@cgroup $p $l"; done < /proc/$p/cgroup
     done 2>/dev/null
@@ -460,3 +461,34 @@ class HostSampler:
             gaps=tuple(self._gaps), last_sample_t=self._last_sample_t, samples=self._samples,
             reconnects=self._reconnects, next_retry_t=self._next_retry_t, fields_missing=missing,
         )
+
+
+# --- acting on a process (the TUI's kill key) -----------------------------------------------------------
+
+SIGNALS = ("TERM", "KILL")
+
+
+def kill_process(conn: Connection, pid: int, signal: str = "TERM", *, expect_command: str | None = None,
+                 timeout: float = 15) -> str:
+    """Send SIGTERM/SIGKILL to pid on the host, only if it is the login user's own (any process for root) and,
+    when expect_command is given, still runs that command (a pid reused meanwhile is left alone)."""
+    if signal not in SIGNALS or not isinstance(pid, int) or isinstance(pid, bool) or pid <= 1:
+        raise DevenvError(f"will not send {signal!r} to pid {pid!r}", "a process id > 1 and TERM or KILL")
+    check = ""
+    if expect_command:
+        # the first word of its command line, compared by the shell (never put in the script)
+        check = ('cmd=$(tr "\\0" " " < /proc/$pid/cmdline 2>/dev/null); '
+                 'case "$cmd" in "$DEVENV_EXPECT"*) ;; *) echo "pid $pid now runs something else"; exit 5;; esac; ')
+    script = (f'pid={pid}; [ -d /proc/$pid ] || {{ echo "no process $pid (it has ended)"; exit 3; }}; '
+              'owner=$(stat -c %U /proc/$pid); me=$(id -un); '
+              '[ "$(id -u)" = 0 ] || [ "$owner" = "$me" ] || { echo "pid $pid belongs to $owner, not $me"; exit 4; }; '
+              f'{check}kill -s {signal} $pid && echo "sent SIG{signal} to $pid ($owner)"')
+    env = {"DEVENV_EXPECT": expect_command.split()[0]} if expect_command else None
+    result = conn.run(script, timeout=timeout, env=env)
+    said = (result.stdout.strip() or result.stderr.strip()).splitlines()
+    if result.ok:
+        return said[-1] if said else f"sent SIG{signal} to {pid}"
+    hint = {4: "only your own processes can be stopped (unless you log in as root)",
+            3: "the list is a few seconds old", 5: "the list is a few seconds old; look again"}.get(
+        result.exit_code, "run `kill` on the host by hand to see why")
+    raise DevenvError(f"{conn.name}: {said[-1] if said else f'kill exited {result.exit_code}'}", hint)

@@ -27,7 +27,7 @@ from devenv.errors import DevenvError
 from devenv.services.monitor import HostSnapshot
 from devenv.services.monitor_jupyter import JupyterLink
 from devenv.tui.monitor_screens import ConfirmScreen, HelpScreen, JupyterScreen, SanityScreen
-from devenv.tui.monitor_view import HostExtras, flatten, host_view
+from devenv.tui.monitor_view import SORTS, HostExtras, flatten, host_view, sorted_processes
 
 EXTRAS_EVERY_S = 15.0
 
@@ -56,6 +56,8 @@ class MonitorServices:
     up: Callable[[str], str] | None = None
     down: Callable[[str], str] | None = None
     follow_logs: Callable[[str], Iterator[str]] | None = None
+    # kill(host, pid, "TERM" | "KILL", command it should still run) -> what was done
+    kill: Callable[[str, int, str, str | None], str] | None = None
     close: Callable[[], None] | None = None  # called once at quit (closes tunnels the keys opened)
 
 
@@ -105,23 +107,43 @@ class HostPanel(Static, can_focus=True):
         self.drawn_at = 0.0  # monotonic time of the last redraw
         self.shape: tuple | None = None
         self.border_title = host
+        self.sort = "gpu"
+        self.selected_pid: int | None = None   # the process the kill keys act on
 
     class Selected(Message):
         def __init__(self, host: str) -> None:
             super().__init__()
             self.host = host
 
+    BINDINGS = [Binding("down,J", "move(1)", "Next process", show=False),
+                Binding("up,K", "move(-1)", "Previous process", show=False)]
+
     def on_focus(self) -> None:
         self.post_message(self.Selected(self.host))
 
+    def selected_process(self):
+        return next((p for p in self.snapshot.processes if p.pid == self.selected_pid), None)
+
+    def action_move(self, step: int) -> None:
+        """Select the next/previous process in the shown order (none selected: the first)."""
+        pids = [p.pid for p in sorted_processes(self.snapshot, self.sort)]
+        if not pids:
+            self.selected_pid = None
+        elif self.selected_pid not in pids:
+            self.selected_pid = pids[0] if step > 0 else pids[-1]
+        else:
+            self.selected_pid = pids[(pids.index(self.selected_pid) + step) % len(pids)]
+        self.redraw(getattr(self.app, "clock", time.time)())
+
     def on_resize(self) -> None:
         if self.shape is not None and self.shape[1] != self.content_size.width:  # columns come and go with width
-            self.redraw(getattr(self.app, "clock", time.time)())
+            self.shape = None  # the next update lays the panel out again
+            self.call_after_refresh(lambda: self.redraw(getattr(self.app, "clock", time.time)()))
 
     def redraw(self, now: float) -> None:
         self.set_class(self.snapshot.state != "ok", "unhealthy")
         width = self.content_size.width or self.app.size.width - 4
-        self.view = host_view(self.snapshot, self.extras, now, width)
+        self.view = host_view(self.snapshot, self.extras, now, width, self.sort, self.selected_pid)
         text = flatten(self.view, width)
         shape = (text.plain.count("\n"), width)
         self.update(text, layout=shape != self.shape)  # a new layout only when the height changed
@@ -140,6 +162,9 @@ class MonitorApp(App):
         Binding("d", "down", "Down"),
         Binding("slash", "filter", "Filter"),
         Binding("l", "toggle_logs", "Logs"),
+        Binding("o", "sort", "Sort"),
+        Binding("x", "kill('TERM')", "Terminate"),
+        Binding("X", "kill('KILL')", "Kill", show=False),
         Binding("plus,equals_sign", "resize_logs(2)", "Logs +", show=False),
         Binding("minus", "resize_logs(-2)", "Logs -", show=False),
         Binding("question_mark", "help", "Help"),
@@ -479,6 +504,43 @@ class MonitorApp(App):
     def action_down(self) -> None:
         self._confirm_then("down", "Stop and remove the environment{env} on {host}? (the workspace volume is kept)",
                            self.services.down)
+
+    def _panel_of_selected(self) -> HostPanel | None:
+        return self.panel(self.selected) if self.selected else None
+
+    def action_sort(self) -> None:
+        """Sort the selected host's processes by the next key (gpu, memory, cpu, time)."""
+        panel = self._panel_of_selected()
+        if panel is None:
+            return
+        panel.sort = SORTS[(SORTS.index(panel.sort) + 1) % len(SORTS)]
+        panel.redraw(self.clock())
+        self.notify(f"processes on {panel.host} sorted by {panel.sort}", timeout=2)
+
+    def action_kill(self, signal: str) -> None:
+        panel = self._panel_of_selected()
+        if panel is None:
+            return
+        if self.readonly:
+            self.notify("stopping processes is off: the monitor runs with --readonly", title="read-only",
+                        severity="warning")
+            return
+        proc = panel.selected_process()
+        if proc is None:
+            self.notify("select a process first (up/down or K/J in the host's panel)", severity="warning")
+            return
+        if self.services.kill is None:
+            return self._missing("Stopping a process")
+        kill, host = self.services.kill, panel.host
+        command = proc.command or proc.name or "?"
+        verb = "Terminate (SIGTERM)" if signal == "TERM" else "Kill (SIGKILL)"
+        question = (f"{verb} pid {proc.pid} of {proc.user or '?'} on {host}{self._env_words(host)}?\n"
+                    f"{command}")
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self._run_action(host, "kill", lambda h: kill(h, proc.pid, signal, proc.command))
+        self.push_screen(ConfirmScreen(question), answered)
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen())

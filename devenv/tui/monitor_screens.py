@@ -26,6 +26,9 @@ class HelpScreen(ModalScreen[None]):
         ("u", "start the environment (asks first)"),
         ("d", "stop the environment (asks first)"),
         ("/", "filter hosts by name (escape clears)"),
+        ("up/down, K/J", "select a process of the selected host"),
+        ("o", "sort processes: gpu, memory, cpu, time"),
+        ("x / X", "terminate / kill the selected process (asks first)"),
         ("l", "show / hide the logs pane"),
         ("+ / -", "make the logs pane taller / shorter"),
         ("?", "this help"),
@@ -57,7 +60,7 @@ class ConfirmScreen(ModalScreen[bool]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog"):
-            yield Label(self.question, id="question")
+            yield Label(Text(self.question), id="question")  # plain text: a command line may hold [brackets]
             with Horizontal(id="buttons"):
                 yield Button("Yes (y)", variant="warning", id="yes")
                 yield Button("No (n)", variant="primary", id="no")

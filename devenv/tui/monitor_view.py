@@ -196,41 +196,81 @@ def gpu_table(snap: HostSnapshot, width: int = 120, now: float | None = None) ->
     return table
 
 
-def process_table(snap: HostSnapshot, now: float, width: int = 120) -> RenderableType:
+SORTS = ("gpu", "memory", "cpu", "time")  # the `o` key cycles through these
+
+
+def sorted_processes(snap: HostSnapshot, sort: str = "gpu") -> list:
+    index_of = {g.uuid: g.index for g in snap.gpus}
+    by_gpu = sorted(snap.processes, key=lambda p: (index_of.get(p.gpu_uuid, 99), p.pid))
+    keys = {"memory": lambda p: -(p.used_mib or 0), "cpu": lambda p: -(p.cpu_pct or 0.0),
+            "time": lambda p: -(p.runtime_s or 0)}
+    return sorted(by_gpu, key=keys[sort]) if sort in keys else by_gpu
+
+
+def _runtime(seconds: int | None) -> str:
+    if seconds is None:
+        return fmt.NA
+    if seconds >= 86400:
+        return f"{seconds // 86400}d{seconds % 86400 // 3600:02d}h"
+    return f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
+
+
+def _rss(kib: int | None) -> str:
+    return fmt.NA if kib is None else fmt.mib(kib // 1024)
+
+
+def process_table(snap: HostSnapshot, now: float, width: int = 120, sort: str = "gpu",
+                  selected: int | None = None) -> RenderableType:
+    """The host's GPU processes, sorted; `selected` (a pid) is highlighted and its full command shown below."""
     if snap.processes_error and not snap.processes:
         return Text(f"  processes: {snap.processes_error}", "bright_black")
     if not snap.processes:
         return Text("  no GPU processes" if snap.processes_t is not None else "  processes: waiting for the first list",
                     "bright_black")
     index_of = {g.uuid: g.index for g in snap.gpus}
-    rows = sorted(snap.processes, key=lambda p: (index_of.get(p.gpu_uuid, 99), p.pid))
+    rows = sorted_processes(snap, sort)
     # processes come from the slower stream: say how old the list is, next to the (fresher) GPU rows
-    listed = f"Process (listed {fmt.age(snap.processes_t, now)})" if snap.processes_t is not None else "Process"
+    listed = f"Command (listed {fmt.age(snap.processes_t, now)})" if snap.processes_t is not None else "Command"
+    arrow = {"memory": "Memory", "cpu": "CPU%", "time": "Time"}.get(sort)
     columns = [("GPU", 3), ("PID", max(3, *(len(str(p.pid)) for p in rows))),
                ("User", max(4, *(len(p.user or fmt.NA) for p in rows))),
-               ("Container", max(9, *(len(p.container or fmt.NA) for p in rows))), ("Memory", 6)]
-    for drop in ("Container", "User"):  # a narrow panel keeps the command readable
-        if sum(w for _, w in columns) + GAP * len(columns) + 16 > width:
+               ("Container", max(9, *(len(p.container or fmt.NA) for p in rows))), ("Memory", 6),
+               ("CPU%", 5), ("RSS", 6), ("Time", 8)]
+    for drop in ("Container", "Time", "RSS", "User", "CPU%"):  # a narrow panel keeps the command readable
+        if sum(w for _, w in columns) + GAP * len(columns) + 16 > width and drop != arrow:
             columns = [c for c in columns if c[0] != drop]
     command_width = max(8, width - sum(w for _, w in columns) - GAP * len(columns))
     table = Table(box=None, padding=(0, GAP // 2), pad_edge=False, show_edge=False, header_style="bold bright_black")
     for name, w in columns:
-        table.add_column(name, justify="left" if name in ("User", "Container") else "right", width=w, no_wrap=True,
-                         overflow="ellipsis")
-    table.add_column(listed if len(listed) <= command_width else "Process", width=command_width, no_wrap=True,
+        title = f"{name}▼" if name == arrow else name
+        table.add_column(title, justify="left" if name in ("User", "Container") else "right",
+                         width=max(w, len(title)), no_wrap=True, overflow="ellipsis")
+    table.add_column(listed if len(listed) <= command_width else "Command", width=command_width, no_wrap=True,
                      overflow="ellipsis")
-    style = STALE if is_stale(snap) else None
+    style = STALE if is_stale(snap) else ""
+    chosen = None
     for p in rows:
         values = {"GPU": fmt.num(index_of.get(p.gpu_uuid)), "PID": str(p.pid), "User": p.user or fmt.NA,
-                  "Container": p.container or fmt.NA, "Memory": fmt.mib(p.used_mib)}
-        table.add_row(*(Text(values[name], style or "") for name, _ in columns), Text(p.name or fmt.NA, style or ""))
-    return table
+                  "Container": p.container or fmt.NA, "Memory": fmt.mib(p.used_mib),
+                  "CPU%": fmt.num(p.cpu_pct, "{:.0f}"), "RSS": _rss(p.rss_kib), "Time": _runtime(p.runtime_s)}
+        row_style = "reverse" if p.pid == selected else style
+        chosen = p if p.pid == selected else chosen
+        table.add_row(*(Text(values[name], style) for name, _ in columns), Text(p.command or p.name or fmt.NA, style),
+                      style=row_style)
+    if chosen is None:
+        return table
+    detail = Text(f"  pid {chosen.pid} · {chosen.user or fmt.NA}"
+                  + (f" · {chosen.container}" if chosen.container else "") + " · ", "bold")
+    detail.append(chosen.command or chosen.name or fmt.NA, "cyan")
+    detail.overflow = "fold"
+    return Group(table, detail)
 
 
-def host_view(snap: HostSnapshot, extras: HostExtras, now: float, width: int = 120) -> RenderableType:
+def host_view(snap: HostSnapshot, extras: HostExtras, now: float, width: int = 120, sort: str = "gpu",
+              selected: int | None = None) -> RenderableType:
     parts: list[RenderableType] = [header(snap, extras, now, width), *status_lines(snap, now)]
     if snap.gpus:
-        parts += [gpu_table(snap, width, now), process_table(snap, now, width)]
+        parts += [gpu_table(snap, width, now), process_table(snap, now, width, sort, selected)]
     return Group(*parts)
 
 
