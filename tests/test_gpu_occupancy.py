@@ -128,3 +128,25 @@ def test_a_wrong_result_on_a_shared_gpu_still_fails():
     v = judge_report(report, shared={0: "GPU 0 was shared with pid 820 (root, python3)"})
     assert v.status == FAIL and "speed not judged" in v.summary
     assert any(c.status == FAIL and c.name == "matmul bf16: accuracy" for c in v.checks)
+
+
+def test_busy_exit_code_ranks_after_no_gpu_and_before_a_failure_over_a_group():
+    from devenv.cli.common import worst_exit_code
+
+    assert worst_exit_code([0, 1, 5]) == 5 and worst_exit_code([5, 4]) == 4 and worst_exit_code([5, 3]) == 3
+    assert worst_exit_code([0, 5]) == 5 and worst_exit_code([0, 0]) == 0
+
+
+def test_the_monitor_marks_other_users_and_other_environments():
+    from devenv.gpu.occupancy import whose
+    from devenv.gpu.sample import ProcessSample, parse_apps_frame
+
+    frame = parse_apps_frame(["@apps 0", f"732, python3, 1130, {U0}", "@me alice", "@user 732 root"])
+    assert frame.me == "alice"
+    [p] = frame.processes
+    assert whose(p, frame.me, "alice") == "other user"
+    assert whose(p, "root", "alice") is None
+    mine = ProcessSample(1, "python3", 1, U0, "alice", "devenv-alice-cuda")
+    theirs = ProcessSample(2, "python3", 1, U0, "bob", "devenv-bob-cuda")
+    assert whose(mine, "alice", "alice") is None
+    assert whose(theirs, "alice", "alice") == "other user, other env"

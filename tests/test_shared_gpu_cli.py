@@ -44,6 +44,7 @@ def gpu_box(isolated_home, monkeypatch, tmp_path):
     apps.write_text("")
     monkeypatch.setenv("PATH", f"{REPLAY_DIR}:{os.environ['PATH']}")
     monkeypatch.setenv("REPLAY_APPS", str(apps))
+    monkeypatch.setenv("REPLAY_APPS_LIVE", "1")           # a job that ends leaves the list
     monkeypatch.setenv("REPLAY_SELF_APPS", str(apps))   # the run itself shows on GPU 0 too
     monkeypatch.setenv("REPLAY_GPUS", "1")
     return apps
