@@ -150,3 +150,32 @@ def test_the_monitor_marks_other_users_and_other_environments():
     theirs = ProcessSample(2, "python3", 1, U0, "bob", "devenv-bob-cuda")
     assert whose(mine, "alice", "alice") is None
     assert whose(theirs, "alice", "alice") == "other user, other env"
+
+
+@pytest.mark.parametrize("line,gpus", [("gpus: 2", "free:2"), ("gpus: [1]", "1"), ("gpus: [0, 1]", "0,1"),
+                                       ("gpus: device=3", "3"), ("gpus: all", "all")])
+def test_env_profile_gpus(line, gpus):
+    from devenv.config.profiles import parse_env
+
+    assert parse_env(f"image: x\n{line}\n", "e", "e.yaml").gpus == gpus
+
+
+def test_env_profile_zero_gpus_is_refused_with_its_line():
+    from devenv.config.profiles import parse_env
+    from devenv.errors import ProfileError
+
+    with pytest.raises(ProfileError) as e:
+        parse_env("image: x\ngpus: 0\n", "e", "e.yaml")
+    assert "gpus" in e.value.message and "write 'none'" in e.value.message
+
+
+def test_a_count_becomes_the_picked_gpus_in_the_container_and_its_label_not_the_spec_hash():
+    from devenv.config.profiles import parse_env
+    from devenv.env import spec as envspec
+
+    spec = envspec.desired_spec(parse_env("image: x\ngpus: 1\n", "e", "e.yaml"), "sha256:1", "")
+    request = envspec.container_request(spec, "t", "h", "0", chosen_gpus="3")
+    assert request.gpus == "3" and request.labels[envspec.GPUS] == "3"
+    assert request.labels[envspec.SPEC_HASH] == envspec.spec_hash(spec) and spec["gpus"] == "free:1"
+    assert envspec.container_request(spec, "t", "h", "0", chosen_gpus="5").labels[envspec.SPEC_HASH] == \
+        request.labels[envspec.SPEC_HASH]
