@@ -356,11 +356,7 @@ class BatchOutput:
         return self.exit_code == 0
 
 
-def disk_dir_probe(runtime: str) -> str:
-    """Free space where images live (Docker's data-root) or, for the host runtime, under $HOME.
-    Prints the directory on the first line and df's line on the second."""
-    if runtime == "host":
-        return 'echo "$HOME"; df -PB1 "$HOME" 2>&1 | tail -n 1'
-    return ("dir=$(docker info --format '{{.DockerRootDir}}' 2>/dev/null); "
-            '[ -n "$dir" ] || dir=/var/lib/docker; [ -e "$dir" ] || dir=$HOME; '
-            'echo "$dir"; df -PB1 "$dir" 2>&1 | tail -n 1')
+def home_disk_probe() -> str:
+    """Free space under $HOME, where environments of the host's python keep their files (the engines' data
+    roots are checks.engine.disk_probe). Prints the directory on the first line and df's line on the second."""
+    return 'echo "$HOME"; df -PB1 "$HOME" 2>&1 | tail -n 1'

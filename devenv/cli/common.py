@@ -7,15 +7,14 @@ Exit codes (every command): 0 ok, 1 a check or verdict failed, 2 bad input, 3 ca
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
 import click
 
-from devenv.config import hostref, profiles
-from devenv.config.profiles import EnvProfile, HostProfile
+from devenv.config import hostref
+from devenv.config.profiles import HostProfile
 from devenv.errors import DevenvError
 from devenv.remote.base import Connection
 
@@ -31,11 +30,6 @@ accept_new_host_option = click.option(
     "--accept-new-host", is_flag=True,
     help="Trust and record the host key of a host not yet in known_hosts (a changed key is always refused).",
 )
-
-
-def resolve_env(host: HostProfile, flag: str | None) -> EnvProfile:
-    """Merge order: host profile's default_env < $DEVENV_ENV < --env."""
-    return profiles.load_env(flag or os.environ.get("DEVENV_ENV") or host.default_env)
 
 
 def connect(host: HostProfile, accept_new_host: bool = False) -> Connection:

@@ -2,23 +2,13 @@
 
 from __future__ import annotations
 
-import contextlib
-
 import click
 
 from devenv.cli import main
-from devenv.cli.common import (
-    accept_new_host_option,
-    connect,
-    env_option,
-    host_names,
-    load_host,
-    per_host,
-    resolve_env,
-    worst_exit_code,
-)
+from devenv.cli.common import accept_new_host_option, env_option, host_names, per_host, worst_exit_code
 from devenv.cli.render import STATUS_STYLE, emit_json
 from devenv.sanity.verdict import FAIL, NO_GPU, fmt
+from devenv.services.session import open_env
 
 EXIT_FAIL, EXIT_NO_GPU = 1, 4
 
@@ -55,14 +45,13 @@ def sanity(hosts: tuple[str, ...], suite: str, env: str | None, python: str | No
     from devenv.services import sanity_history as history
     from devenv.services.sanity import run_sanity
 
-    host_profile = load_host(host)
-    conn = connect(host_profile, accept_new_host)
     stages = tuple(s.strip() for s in only.split(",") if s.strip())
     on_event = None if as_json else _live_printer()
-    with _target(host_profile, conn, env, on_host) as (target, default_python, where):
+    with open_env(host, env, accept_new_host=accept_new_host) as session:
+        target = session.command_target(on_host)
         if not as_json:
-            click.echo(f"Running the {suite} sanity suite on {host} ({where})...", err=True)
-        result = run_sanity(target, python=python or default_python, suite=suite, on_event=on_event,
+            click.echo(f"Running the {suite} sanity suite on {host} ({target.where})...", err=True)
+        result = run_sanity(target.conn, python=python or target.python, suite=suite, on_event=on_event,
                             inject=inject, only=stages)
     previous = history.last_report(host) if compare_last else None
     saved = None if no_save else history.save_report(host, result.report, result.verdict, suite=suite)
@@ -95,10 +84,9 @@ def _sanity_group(names, suite, env, python, on_host, only, inject, no_save, as_
     stages = tuple(s.strip() for s in only.split(",") if s.strip())
 
     def one(name: str):
-        host_profile = load_host(name)
-        conn = connect(host_profile, accept_new_host)
-        with _target(host_profile, conn, env, on_host) as (target, default_python, _where):
-            result = run_sanity(target, python=python or default_python, suite=suite, on_event=None,
+        with open_env(name, env, accept_new_host=accept_new_host) as session:
+            target = session.command_target(on_host)
+            result = run_sanity(target.conn, python=python or target.python, suite=suite, on_event=None,
                                 inject=inject, only=stages)
         if not no_save:
             history.save_report(name, result.report, result.verdict, suite=suite)
@@ -125,25 +113,6 @@ def _sanity_group(names, suite, env, python, on_host, only, inject, no_save, as_
     code = worst_exit_code(codes)
     if code:
         raise SystemExit(code)
-
-
-@contextlib.contextmanager
-def _target(host_profile, conn, env_flag, on_host):
-    """Where the program runs: the environment's container on a Docker host, else the host itself."""
-    from devenv.runtimes.factory import settle
-
-    host_profile = settle(host_profile, conn)  # `runtime: auto`: docker if the host has it
-    if host_profile.runtime != "docker" or on_host:
-        yield conn, host_profile.python, f"host python {host_profile.python}"
-        return
-    from devenv.cli.envcommon import open_provisioner
-    from devenv.services.env_connection import ContainerConnection
-
-    env_profile = resolve_env(host_profile, env_flag)
-    with open_provisioner(host_profile, conn, with_key=False) as (prov, _):
-        container = prov.running_container_of(env_profile.name)
-        yield ContainerConnection(prov.runtime, container, host_profile.name), "python3", \
-            f"environment '{env_profile.name}'"
 
 
 def _badge(status: str) -> str:
