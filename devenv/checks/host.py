@@ -11,7 +11,7 @@ import re
 import shlex
 from typing import Any, Protocol
 
-from devenv.checks.report import FAIL, INFO, PASS, SKIP, WARN, CheckResult
+from devenv.checks.report import FAIL, INFO, PASS, SKIP, WARN, CheckResult, Status
 from devenv.gpu import nvsmi
 
 
@@ -299,7 +299,7 @@ def judge_python(out: Output, python: str) -> CheckResult:
     return CheckResult("python", title, PASS, f"Python {data['python']}, torch {data['torch']}{cuda}", None, data)
 
 
-def status_of(findings_status: str) -> str:
+def status_of(findings_status: str) -> Status:
     return {"pass": PASS, "warn": WARN, "fail": FAIL, "unknown": WARN, "info": INFO}.get(findings_status, WARN)
 
 

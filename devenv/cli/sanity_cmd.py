@@ -6,8 +6,8 @@ import click
 
 from devenv.cli import main
 from devenv.cli.common import accept_new_host_option, env_option, host_names, per_host, worst_exit_code
-from devenv.cli.render import STATUS_STYLE, emit_json
-from devenv.sanity.verdict import FAIL, NO_GPU, fmt
+from devenv.cli.render import STATUS_STYLE, emit_json, print_result
+from devenv.sanity.verdict import FAIL, NO_GPU, Status, fmt
 from devenv.services.session import open_env
 
 EXIT_FAIL, EXIT_NO_GPU = 1, 4
@@ -115,18 +115,6 @@ def _sanity_group(names, suite, env, python, on_host, only, inject, no_save, as_
         raise SystemExit(code)
 
 
-def _badge(status: str) -> str:
-    label, color = STATUS_STYLE.get(status, (status.upper(), None))
-    return click.style(f"{label:<4}", fg=color, bold=True)
-
-
-def _check_line(c) -> str:
-    value = "" if c.measured is None else f"{fmt(c.measured)} {c.unit}".strip()
-    bound = f" (needs {c.threshold})" if c.threshold and c.status in ("warn", "fail") else ""
-    why = f"  - {c.reason}" if c.status in ("warn", "fail", "skip") or c.measured is None else ""
-    return f"  {_badge(c.status)}  {c.name}  {value}{bound}{why}"
-
-
 def _live_printer():
     def on_event(event: dict) -> None:
         kind = event.get("event")
@@ -134,7 +122,7 @@ def _live_printer():
             click.echo(click.style(f"[{event.get('i')}/{event.get('n')}] {event.get('msg')}", dim=True), err=True)
         elif kind == "result":
             for c in event.get("checks") or []:
-                click.echo(_check_line(c), err=True)
+                print_result(c.as_result(), err=True)
     return on_event
 
 
@@ -144,16 +132,13 @@ def _print_summary(result) -> None:
     if amp:
         click.echo("Mixed precision against fp32 / tf32:")
         for c in amp:
-            click.echo(_check_line(c))
+            print_result(c.as_result())
     fails = [c for c in v.checks if c.status in ("fail", "warn")]
     if fails:
         click.echo("Needs attention:")
         for c in fails:
-            click.echo(_check_line(c))
-            if c.source:
-                click.echo(click.style(f"          threshold from: {c.source}", dim=True))
-    label = {"pass": "PASS", "warn": "WARN", "fail": "FAIL", NO_GPU: "NO GPU"}.get(v.status, v.status.upper())
-    color = {"pass": "green", "warn": "yellow", "fail": "red"}.get(v.status, "cyan")
+            print_result(c.as_result(), source=True)
+    label, color = STATUS_STYLE.get(Status(v.status), (str(v.status).upper(), "cyan"))
     click.echo(f"{click.style(label, fg=color, bold=True)}  {result.host}: {v.summary} ({result.wall_s:.0f} s)")
 
 
