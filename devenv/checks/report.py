@@ -21,6 +21,8 @@ class Status(str, Enum):
     INFO = "info"         # measured, judged against nothing
     UNKNOWN = "unknown"   # devenv's tables do not cover it: never guessed (compat)
     NO_GPU = "no-gpu"     # a sanity verdict: nothing about a GPU was proven
+    NOT_JUDGED = "not-judged"  # a speed measured on a GPU another process was using: shown, never judged
+    BUSY = "busy"         # a sanity verdict: a target GPU was shared, so its speed went unjudged
 
     def __str__(self) -> str:
         return self.value

@@ -8,7 +8,6 @@ import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 
-from devenv.cli.common import connect
 from devenv.config import profiles
 from devenv.errors import DevenvError
 from devenv.services.session import open_env
@@ -71,9 +70,12 @@ def services_for(host_profiles: dict, accept_new_host: bool = False) -> MonitorS
         return services
 
     def run_sanity(name: str, progress: Progress) -> str:
-        profile = host_profiles[name]
-        result = sanity.run_sanity(connect(profile, accept_new_host), python=profile.python, suite="quick",
-                                   on_event=lambda event: _sanity_progress(event, progress))
+        # where `devenv sanity HOST` runs: in the environment when there is one, with the host's GPUs watched
+        with session(name) as s:
+            target = s.command_target(host_if_no_env=True)
+            result = sanity.run_sanity(target.conn, python=target.python, suite="quick",
+                                       on_event=lambda event: _sanity_progress(event, progress),
+                                       host_conn=target.host_conn, container=target.container, among=target.among)
         sanity_history.save_report(name, result.report, result.verdict, suite="quick")
         return f"{result.verdict.status.upper()}: {result.verdict.summary}"
 

@@ -24,6 +24,8 @@ STATUS_STYLE: dict[Status, tuple[str, str | None]] = {
     Status.INFO: ("INFO", "cyan"),
     Status.UNKNOWN: ("????", "magenta"),
     Status.NO_GPU: ("NO GPU", "cyan"),
+    Status.NOT_JUDGED: ("BUSY", "magenta"),  # measured on a shared GPU: shown, not judged
+    Status.BUSY: ("BUSY", "magenta"),
 }
 _NEEDS_REMEDY = (Status.FAIL, Status.WARN, Status.UNKNOWN)
 

@@ -5,12 +5,13 @@ from __future__ import annotations
 import click
 
 from devenv.cli import main
-from devenv.cli.common import accept_new_host_option, env_option, host_names, per_host, worst_exit_code
+from devenv.cli.common import accept_new_host_option, env_option, gpus_option, host_names, per_host, worst_exit_code
 from devenv.cli.render import STATUS_STYLE, emit_json, print_result
-from devenv.sanity.verdict import FAIL, NO_GPU, Status, fmt
+from devenv.sanity.verdict import BUSY, FAIL, NO_GPU, NOT_JUDGED, Status, fmt
 from devenv.services.session import open_env
 
-EXIT_FAIL, EXIT_NO_GPU = 1, 4
+EXIT_FAIL, EXIT_NO_GPU, EXIT_BUSY = 1, 4, 5
+EXIT_OF = {FAIL: EXIT_FAIL, NO_GPU: EXIT_NO_GPU, BUSY: EXIT_BUSY}
 
 
 @main.command()
@@ -25,21 +26,33 @@ EXIT_FAIL, EXIT_NO_GPU = 1, 4
               help="Comma-separated stages: matmul,memcpy,probe,gpt,resnet,compile,pergpu,ddp.")
 @click.option("--inject", type=click.Choice(["inf", "fp16-no-scaler"]), default=None,
               help="Plant a fault, to see the verdict catch it (tests devenv, not the host).")
+@click.option("--gpus", "gpus", metavar="0,1|N|all", callback=gpus_option,
+              help="GPUs to run on: host indices (0,1 or device=1), N free ones (least used), or all.")
+@click.option("--allow-busy", is_flag=True,
+              help="Judge speed even when other processes share the GPUs (the report says so).")
+@click.option("--wait-idle", "wait_idle", type=click.FloatRange(0, 86400), default=None, metavar="SECONDS",
+              help="First wait up to SECONDS for the GPUs to be free of other processes.")
 @click.option("--compare-last", is_flag=True, help="Compare with the last saved report of this host.")
 @click.option("--no-save", is_flag=True, help="Do not save the report under devenv's state folder.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report and verdict as JSON.")
 @accept_new_host_option
 def sanity(hosts: tuple[str, ...], suite: str, env: str | None, python: str | None, on_host: bool, only: str,
-           inject: str | None, compare_last: bool, no_save: bool, as_json: bool, accept_new_host: bool) -> None:
+           inject: str | None, gpus: str | None, allow_busy: bool, wait_idle: float | None, compare_last: bool,
+           no_save: bool, as_json: bool, accept_new_host: bool) -> None:
     """Prove HOST's GPU delivers: matmul rates and memory bandwidth against its SKU, repeatable results,
     and GPT- and ResNet-style training in fp32, TF32, fp16 + GradScaler and bf16.
 
+    Other processes on the GPUs (pid, user, container; the run's own do not count) make the speed checks
+    "not judged" and the verdict BUSY: a shared GPU is not a broken one.
+
     Exits 0 on pass or warn, 1 when a check fails, 4 when there is no GPU (nothing about a GPU was proven),
-    3 when the host cannot be reached. HOST may be an @group: the hosts run in parallel, a verdict each.
+    5 when the GPU was shared (BUSY: speed not judged), 3 when the host cannot be reached. HOST may be an
+    @group: the hosts run in parallel, a verdict each.
     """
     names = host_names(hosts)
+    sharing = {"gpus": gpus, "allow_busy": allow_busy, "wait_idle": wait_idle}
     if len(names) > 1 or hosts[0].startswith("@"):
-        _sanity_group(names, suite, env, python, on_host, only, inject, no_save, as_json, accept_new_host)
+        _sanity_group(names, suite, env, python, on_host, only, inject, no_save, as_json, accept_new_host, sharing)
         return
     host = names[0]
     from devenv.services import sanity_history as history
@@ -52,7 +65,8 @@ def sanity(hosts: tuple[str, ...], suite: str, env: str | None, python: str | No
         if not as_json:
             click.echo(f"Running the {suite} sanity suite on {host} ({target.where})...", err=True)
         result = run_sanity(target.conn, python=python or target.python, suite=suite, on_event=on_event,
-                            inject=inject, only=stages)
+                            inject=inject, only=stages, host_conn=target.host_conn, container=target.container,
+                            among=target.among, on_wait=None if as_json else _say, **sharing)
     previous = history.last_report(host) if compare_last else None
     saved = None if no_save else history.save_report(host, result.report, result.verdict, suite=suite)
     if as_json:
@@ -70,13 +84,16 @@ def sanity(hosts: tuple[str, ...], suite: str, env: str | None, python: str | No
             _print_comparison(history, previous, host, suite, result.report)
         if saved:
             click.echo(f"Report saved to {saved}", err=True)
-    if result.verdict.status == FAIL:
-        raise SystemExit(EXIT_FAIL)
-    if result.verdict.status == NO_GPU:
-        raise SystemExit(EXIT_NO_GPU)
+    if result.verdict.status in EXIT_OF:
+        raise SystemExit(EXIT_OF[result.verdict.status])
 
 
-def _sanity_group(names, suite, env, python, on_host, only, inject, no_save, as_json, accept_new_host) -> None:
+def _say(text: str) -> None:
+    click.echo(click.style(text, dim=True), err=True)
+
+
+def _sanity_group(names, suite, env, python, on_host, only, inject, no_save, as_json, accept_new_host,
+                  sharing) -> None:
     """Every host of a group in parallel (no live lines), then a summary per host and the worst exit code."""
     from devenv.services import sanity_history as history
     from devenv.services.sanity import run_sanity
@@ -87,7 +104,8 @@ def _sanity_group(names, suite, env, python, on_host, only, inject, no_save, as_
         with open_env(name, env, accept_new_host=accept_new_host) as session:
             target = session.command_target(on_host)
             result = run_sanity(target.conn, python=python or target.python, suite=suite, on_event=None,
-                                inject=inject, only=stages)
+                                inject=inject, only=stages, host_conn=target.host_conn, container=target.container,
+                                among=target.among, **sharing)
         if not no_save:
             history.save_report(name, result.report, result.verdict, suite=suite)
         return result
@@ -95,8 +113,7 @@ def _sanity_group(names, suite, env, python, on_host, only, inject, no_save, as_
     if not as_json:
         click.echo(f"Running the {suite} sanity suite on {', '.join(names)}...", err=True)
     results = per_host(names, one)
-    codes = [err.exit_code if err else {FAIL: EXIT_FAIL, NO_GPU: EXIT_NO_GPU}.get(r.verdict.status, 0)
-             for _, r, err in results]
+    codes = [err.exit_code if err else EXIT_OF.get(r.verdict.status, 0) for _, r, err in results]
     if as_json:
         emit_json({"schema_version": 1, "hosts": {
             name: r.to_dict() if r else {"error": err.message, "hint": err.hint, "exit_code": err.exit_code}
@@ -133,11 +150,16 @@ def _print_summary(result) -> None:
         click.echo("Mixed precision against fp32 / tf32:")
         for c in amp:
             print_result(c.as_result())
-    fails = [c for c in v.checks if c.status in ("fail", "warn")]
+    fails = [c for c in v.checks if c.status in (FAIL, Status.WARN)]
     if fails:
         click.echo("Needs attention:")
         for c in fails:
             print_result(c.as_result(), source=True)
+    busy = [c for c in v.checks if c.status == NOT_JUDGED]
+    if busy:
+        click.echo("Not judged (the GPU was shared):")
+        for c in busy:
+            print_result(c.as_result())
     label, color = STATUS_STYLE.get(Status(v.status), (str(v.status).upper(), "cyan"))
     click.echo(f"{click.style(label, fg=color, bold=True)}  {result.host}: {v.summary} ({result.wall_s:.0f} s)")
 

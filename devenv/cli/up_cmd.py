@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from devenv.cli import main
-from devenv.cli.common import accept_new_host_option, env_option
+from devenv.cli.common import accept_new_host_option, env_option, gpus_option
 from devenv.cli.envcommon import build_input_options, hold, print_access
 from devenv.cli.progress import ProgressPrinter
 from devenv.cli.render import emit_json
@@ -24,18 +24,24 @@ from devenv.services.session import open_env
                                                                "(the workspace is kept).")
 @click.option("--ready-timeout", type=click.FloatRange(1, 3600), default=180, show_default=True,
               help="Seconds to wait for Jupyter and sshd to answer.")
+@click.option("--gpus", "gpus", metavar="N|0,1|all|none", callback=gpus_option,
+              help="GPUs for the environment, instead of the profile's `gpus:`; N = N free ones, picked now.")
+@click.option("--allow-busy", is_flag=True, help="With gpus: N, take busy GPUs when too few are free.")
 @build_input_options
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON (implies --detach).")
 def up(host: str, env: str | None, accept_new_host: bool, detach: bool, assume_yes: bool, ready_timeout: float,
-       ca_bundle: str | None, wheelhouse: str | None, offline: bool, as_json: bool) -> None:
+       gpus: str | None, allow_busy: bool, ca_bundle: str | None, wheelhouse: str | None, offline: bool,
+       as_json: bool) -> None:
     """Make (or reattach to) the environment on HOST: check, image, container, Jupyter and sshd, tunnels.
 
     Running it again is safe: a running environment with the same spec is only reattached; a changed one is
     shown as a diff and recreated on confirmation, keeping the workspace; a half-made one is finished.
     """
-    options = UpOptions(BuildInputs.from_options(ca_bundle, wheelhouse, offline), ready_timeout, assume_yes)
+    options = UpOptions(BuildInputs.from_options(ca_bundle, wheelhouse, offline), ready_timeout, assume_yes,
+                        allow_busy)
     events = ProgressPrinter()
     with open_env(host, env, accept_new_host=accept_new_host, events=events) as session:
+        session.use_gpus(gpus)
         result = session.up(options)
     events.done()
     env_profile = session.env

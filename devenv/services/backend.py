@@ -75,6 +75,9 @@ class UpOptions:
     build_inputs: BuildInputs = field(default_factory=BuildInputs)
     ready_timeout: float = jupyter.READY_TIMEOUT
     assume_yes: bool = False          # recreate a changed environment without asking
+    allow_busy: bool = False          # gpus: N may take busy GPUs when too few are free; the check allows them
+    # gpus: N (free:N) -> the host GPUs to give ("1,3"), picked when the container is made (services.gpu_occupancy)
+    pick_gpus: Callable[[int], str] | None = None
 
 
 @dataclass
@@ -114,11 +117,15 @@ class SshTarget:
 
 @dataclass(frozen=True)
 class CommandTarget:
-    """A Connection that runs commands where the environment's python is (the sanity runner uses it)."""
+    """Where a program runs with the environment's python (the sanity runner), with the GPU host's own
+    connection kept, so the run's GPUs can be watched from the host (services.gpu_occupancy)."""
 
-    conn: Connection
-    python: str
+    conn: Connection                  # where the program runs
+    python: str                       # its default interpreter
     where: str                        # for people: "environment 'cuda'", "host python python3"
+    host_conn: Connection             # the GPU host itself
+    container: str | None = None      # the environment's container id, when it runs in one
+    among: list[int] | None = None    # the host GPUs the environment has (None: all, or unknown)
 
 
 class PreflightFailed(DevenvError):
@@ -174,8 +181,9 @@ class EnvironmentBackend(Protocol):
 
     def ssh_target(self, env_name: str) -> SshTarget: ...
 
-    def command_target(self, env_name: str) -> CommandTarget:
-        """Where commands run with the environment's python (raises when it is not running)."""
+    def command_target(self, env_name: str, host_if_no_env: bool = False) -> CommandTarget:
+        """Where commands run with the environment's python; when it is not running: raises, or with
+        host_if_no_env runs on the host (the monitor's sanity key)."""
 
     def build_image(self, env: EnvProfile, inputs: BuildInputs,
                     progress: Callable[[ProgressEvent], None]) -> ImageInfo:

@@ -199,8 +199,8 @@ class HostProvisioner:
                     progress: Callable[[ProgressEvent], None]) -> ImageInfo:
         raise no_images(self.host)
 
-    def command_target(self, env_name: str) -> CommandTarget:
-        return CommandTarget(self.conn, self.host.python, f"host python {self.host.python}")
+    def command_target(self, env_name: str, host_if_no_env: bool = False) -> CommandTarget:
+        return CommandTarget(self.conn, self.host.python, f"host python {self.host.python}", self.conn)
 
     def logs(self, env_name: str, tail: int | str = 200, follow: bool = False) -> Iterator[str]:
         if self.find(env_name) is None:

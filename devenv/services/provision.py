@@ -21,6 +21,7 @@ from devenv.env import state as envstate
 from devenv.env.image_context import BuildInputs
 from devenv.env.info import EnvStatus, ImageInfo, LimitRefused, PortInUse, ProgressEvent, status_from_container
 from devenv.errors import DevenvError
+from devenv.gpu import choose as gpu_choose
 from devenv.services import images, jupyter
 from devenv.services.backend import (
     Check,
@@ -52,18 +53,20 @@ class Provisioner:
     traits = Traits(containers=True, shell_on_host=False, down_verb="Removed container")
 
     def __init__(self, runtime: DockerRuntime, host: HostProfile, check: Check | None = None,
-                 owner: str | None = None):
+                 owner: str | None = None, conn: Connection | None = None):
         self.runtime = runtime
         self.host = host
         self.check = check            # the preflight; None: `up` checks nothing
         self.owner = owner or envspec.owner()
+        self.conn = conn              # the host's own connection (commands on the host, beside the engine's)
 
     @classmethod
     def open(cls, host: HostProfile, conn: Connection, check: Check | None = None) -> Provisioner:
         """On the host's container engine, through the Docker API over conn (services.backends calls this)."""
         from devenv.runtimes.docker_runtime import DockerRuntime
 
-        return cls(DockerRuntime.connect(conn, host.name, host.local, host.engine, host.gpu_devices), host, check)
+        runtime = DockerRuntime.connect(conn, host.name, host.local, host.engine, host.gpu_devices)
+        return cls(runtime, host, check, conn=conn)
 
     def close(self) -> None:
         self.runtime.close()
@@ -131,13 +134,26 @@ class Provisioner:
             volume = envspec.volume_name(self.owner, env.name, role)
             if self.runtime.ensure_volume(volume, self._volume_labels(env.name, role)):
                 events.step(f"Created volume {volume}")
-        container, token, notes = self._create_and_start(env, spec, public_key, events)
+        chosen = self._pick_gpus(spec, options, events)
+        container, token, notes = self._create_and_start(env, spec, public_key, events, chosen)
         self._wait(env, container, options, events)
         result = self._result(env, container, action, token, started, image_action)
         result.notes.extend(notes)
         return result
 
-    def _create_and_start(self, env: EnvProfile, spec: dict, public_key: str, events: Events):
+    def _pick_gpus(self, spec: dict, options: UpOptions, events: Events) -> str | None:
+        count = gpu_choose.count_of(str(spec["gpus"]))
+        if count is None:
+            return None
+        if options.pick_gpus is None:
+            raise DevenvError(f"the environment asks for {count} free GPU(s), and nothing here can pick them",
+                              "name the GPUs in the profile (gpus: [0, 1]) or use `devenv up`")
+        chosen = options.pick_gpus(count)
+        events.step(f"Picked GPU {chosen} ({gpu_choose.describe_ask(str(spec['gpus']))})")
+        return chosen
+
+    def _create_and_start(self, env: EnvProfile, spec: dict, public_key: str, events: Events,
+                          chosen_gpus: str | None = None):
         """Create and start. A taken preferred port is replaced by a free one, a ulimit the host refuses is
         dropped; both are said in the result's notes."""
         any_port: set[str] = set()
@@ -145,7 +161,8 @@ class Provisioner:
         notes: list[str] = [f"{self.host.name} refuses ulimit {name} for containers (learned earlier); "
                             f"started without it" for name in sorted(refused)]
         while True:
-            request = envspec.container_request(spec, self.owner, self.host.name, __version__, any_port)
+            request = envspec.container_request(spec, self.owner, self.host.name, __version__, any_port,
+                                                chosen_gpus)
             for name in refused:
                 request.ulimits.pop(name, None)
             events.step(f"Creating container {request.name}")
@@ -333,8 +350,20 @@ class Provisioner:
                     progress: Callable[[ProgressEvent], None]) -> ImageInfo:
         return images.build_image(self.runtime, env, inputs, progress)
 
-    def command_target(self, env_name: str) -> CommandTarget:
-        """The environment's container, with its python and torch."""
+    def command_target(self, env_name: str, host_if_no_env: bool = False) -> CommandTarget:
+        """The environment's container, with its python and torch, and the host GPUs it was given."""
+        if self.conn is None:
+            raise DevenvError("internal: this backend was made without the host's connection",
+                              "open backends with services.backends.open_backend")
+        python = self.host.python
+        status = self.find(env_name)
+        if host_if_no_env and (status is None or not status.running):
+            return CommandTarget(self.conn, python, f"host python {python}, no environment running", self.conn)
         container = self.running_container_of(env_name)
+        labels_gpus = (status.gpus if status is not None else None) or ""
+        spec_gpus = str(((status.spec if status else None) or {}).get("gpus") or "")
+        among = gpu_choose.indices_of(labels_gpus) if labels_gpus else None
+        if among is None and spec_gpus and not spec_gpus.startswith(gpu_choose.FREE_PREFIX):
+            among = gpu_choose.indices_of(spec_gpus)
         return CommandTarget(ContainerConnection(self.runtime, container, self.host.name), "python3",
-                             f"environment '{env_name}'")
+                             f"environment '{env_name}'", self.conn, container, among)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from functools import cached_property
 from typing import Protocol
 
@@ -63,12 +64,18 @@ class EnvSession:
         self.events: Events = events or QuietEvents()
         self._env_name = env_name
         self._backend: EnvironmentBackend | None = None
+        self._allow_busy = False          # the preflight of this `up`: busy GPUs allowed
 
     # --- what the session resolves, each when first asked -------------------------------------------------
 
     @cached_property
     def env(self) -> EnvProfile:
         return resolve_env(self.profile, self._env_name)
+
+    def use_gpus(self, gpus: str | None) -> None:
+        """--gpus: the environment's GPUs instead of the profile's `gpus:` (None: the profile's)."""
+        if gpus is not None:
+            self.env = replace(self.env, gpus=gpus)
 
     @cached_property
     def host(self) -> HostProfile:
@@ -103,7 +110,7 @@ class EnvSession:
     def _preflight(self, env: EnvProfile) -> CheckReport:
         from devenv.services.preflight import run_check
 
-        return run_check(self.conn, self.host, env)
+        return run_check(self.conn, self.host, env, allow_busy=self._allow_busy)
 
     def up(self, options: UpOptions | None = None) -> UpResult:
         """Make or reattach the environment; its ssh entry is written when it runs its own sshd."""
@@ -114,6 +121,12 @@ class EnvSession:
             key = ensure_key()
         if options is None:  # the build inputs of $DEVENV_WHEELHOUSE / $DEVENV_BUILD_CA_BUNDLE, as the CLI's
             options = UpOptions(BuildInputs.from_options(None, None, False))
+        if options.pick_gpus is None:  # gpus: N picks the least used free GPUs when the environment is made
+            from devenv.services.gpu_occupancy import gpu_picker
+
+            options = replace(options, pick_gpus=gpu_picker(self.conn, self.profile.name,
+                                                            allow_busy=options.allow_busy, on_note=self.events.step))
+        self._allow_busy = options.allow_busy
         result = self.backend.up(self.env, key, events=self.events, options=options)
         if key and self.env.sshd and result.host_key and "ssh" in result.status.ports:
             from devenv.services.ssh_entry import write_env_entry
@@ -169,11 +182,12 @@ class EnvSession:
         alias = write_env_entry(self.host, self.env.name, target.port, target.host_key, key.private_path)
         return alias, entry_text(self.host, self.env.name, target.port, key.private_path)[1]
 
-    def command_target(self, on_host: bool = False) -> CommandTarget:
-        """Where a program runs with the environment's python (on_host: the host's own python, always)."""
+    def command_target(self, on_host: bool = False, host_if_no_env: bool = False) -> CommandTarget:
+        """Where a program runs with the environment's python (on_host: the host's own python, always;
+        host_if_no_env: the host's when no environment runs, instead of refusing)."""
         if on_host:
-            return CommandTarget(self.conn, self.host.python, f"host python {self.host.python}")
-        return self.backend.command_target(self.env.name)
+            return CommandTarget(self.conn, self.host.python, f"host python {self.host.python}", self.conn)
+        return self.backend.command_target(self.env.name, host_if_no_env)
 
     def build_image(self, inputs: BuildInputs, progress: Callable[[ProgressEvent], None]) -> ImageInfo:
         """The environment's image, built on the host from the bundled Dockerfile."""

@@ -369,8 +369,8 @@ class SlurmEnvironments:
                     progress: Callable[[ProgressEvent], None]) -> ImageInfo:
         raise no_images(self.host)
 
-    def command_target(self, env_name: str) -> CommandTarget:
-        return CommandTarget(self.conn, self.host.python, f"login node, python {self.host.python}")
+    def command_target(self, env_name: str, host_if_no_env: bool = False) -> CommandTarget:
+        return CommandTarget(self.conn, self.host.python, f"login node, python {self.host.python}", self.conn)
 
     def relay_command(self, job_id: str, node: str, port: int) -> str:
         """The login node's command whose stdin/stdout is 127.0.0.1:port on the node (srun --overlap relay)."""
