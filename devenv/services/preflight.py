@@ -14,7 +14,7 @@ from devenv.checks.compat_findings import compat_checks
 from devenv.checks.report import CheckReport, CheckResult
 from devenv.config.profiles import EnvProfile, HostProfile
 from devenv.remote.base import Connection
-from devenv.runtimes.factory import settle
+from devenv.services.backends import settle, traits_of
 
 PROBE_TIMEOUT = 30.0
 
@@ -49,12 +49,12 @@ def run_check(
     emit = on_result or (lambda r: None)
     emit(results[0])
 
+    containers = traits_of(host).containers  # else the host's python runs the environment
     probes = {**hc.PROBES, **engine_checks.PROBES}
-    probes["image"] = engine_checks.image_probe(env.image, host.engine) if host.runtime == "docker" else "exit 1"
+    probes["image"] = engine_checks.image_probe(env.image, host.engine) if containers else "exit 1"
     probes["gpu_use"] = gpu_use.probe()
-    probes["python"] = hc.python_probe(host.python) if host.runtime == "host" else "exit 0"
-    probes["disk"] = (engine_checks.disk_probe(host.engine) if host.runtime == "docker"
-                      else hc.disk_dir_probe(host.runtime))
+    probes["python"] = hc.python_probe(host.python) if not containers else "exit 0"
+    probes["disk"] = engine_checks.disk_probe(host.engine) if containers else hc.home_disk_probe()
     with ThreadPoolExecutor(max_workers=1) as pool:  # the forwarding probe overlaps the batch's round trip
         forwarding = pool.submit(_forwarding, conn)
         batch = conn.run(hc.batch_script(probes), timeout=PROBE_TIMEOUT)
@@ -72,7 +72,7 @@ def run_check(
     image = hc.image_facts(out["image"])
     wants_gpu = env.gpus != "none"
     engine = None
-    if host.runtime == "docker":
+    if containers:
         engine = engine_checks.choose_engine(host.engine, out["docker_version"], out["docker_info"], out["podman_info"])
         add(*engine.results)
     else:
