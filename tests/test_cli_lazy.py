@@ -90,3 +90,16 @@ def test_every_command_shows_its_help(name):
         for sub in command.commands:
             sub_result = CliRunner().invoke(main, [name, sub, "--help"])
             assert sub_result.exit_code == 0, sub_result.output
+
+
+def test_connecting_commands_import_paramiko_and_docker_without_invoke():
+    """paramiko imports invoke only for its own ssh_config's `Match exec`, which devenv does not use."""
+    code = ("import sys\nimport devenv.runtimes.docker_runtime, devenv.remote.pool\n"
+            "import paramiko.config\n"
+            "print('invoke' in sys.modules, paramiko.config.invoke is None)\n"
+            "import invoke\nprint(invoke.__name__)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=60,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert done.returncode == 0, done.stderr
+    # not loaded by devenv; and a later `import invoke` by someone else still works
+    assert done.stdout.split() == ["False", "True", "invoke"]

@@ -14,7 +14,7 @@ import shlex
 import threading
 import time
 
-import paramiko
+from devenv.remote.sshlib import paramiko
 
 PGID_TAG = b"devenv-pgid:"
 _CHUNK = 65536

@@ -18,13 +18,12 @@ from collections.abc import Iterator
 from dataclasses import replace
 from shlex import quote
 
-import paramiko
-
 from devenv.errors import CommandFailed, CommandTimeout, ConnectError, DevenvError
 from devenv.remote import dial
 from devenv.remote.base import DEFAULT_TIMEOUT, Result
 from devenv.remote.channel_io import ChannelIO, stop_script, wrap_command
 from devenv.remote.sshconfig import ResolvedTarget, resolve
+from devenv.remote.sshlib import paramiko
 
 _CHANNEL_ERRORS = (paramiko.SSHException, EOFError, OSError)
 _OPEN_ATTEMPTS = 3
