@@ -110,7 +110,7 @@ class SSHConnection:
                     self._stop(io)
                 io.channel.close()
         result = Result(command, io.stdout.decode(errors="replace"), io.stderr_text(),
-                        io.exit_code())
+                        io.exit_code(), io.startup_s)
         if check and not result.ok:
             raise CommandFailed(result)
         return result
@@ -206,8 +206,9 @@ class SSHConnection:
             try:
                 with self._opening:
                     channel = transport.open_session(timeout=self.resolved.connect_timeout)
+                sent = time.monotonic()
                 channel.exec_command(script)
-                return ChannelIO(channel)
+                return ChannelIO(channel, sent)
             except _CHANNEL_ERRORS as e:
                 if not transport.is_active():
                     raise self._lost(command) from None
