@@ -55,6 +55,10 @@ def up(host: str, env: str | None, accept_new_host: bool, detach: bool, assume_y
     host_profile = load_host(host)
     env_profile = resolve_env(host_profile, env)
     conn = connect(host_profile, accept_new_host)
+    if not (detach or as_json):  # the tunnels' OpenSSH login runs in the background while the work is done
+        from devenv.remote.tunnels import prestart_tunnels
+
+        prestart_tunnels(host_profile)
     events = CliEvents()
     options = provision.UpOptions(BuildInputs.from_options(ca_bundle, wheelhouse, offline), ready_timeout, assume_yes)
 
