@@ -84,7 +84,7 @@ def test_a_killed_master_is_noticed_and_the_next_tunnel_gets_a_new_one(use_testh
     saved = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGHUP)}
     try:
         with pytest.raises(ConnectError, match="closed"):
-            hold(tunnel, host)  # never a silent zombie: the hold ends with an error saying how to reopen
+            hold(tunnel, host.name)  # never a silent zombie: the hold ends with an error saying how to reopen
     finally:
         for sig, handler in saved.items():
             signal.signal(sig, handler)
