@@ -7,56 +7,43 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 
-from devenv.cli.common import connect, resolve_env
 from devenv.config import profiles
 from devenv.errors import DevenvError
+from devenv.services.session import open_env, resolve_env
 from devenv.tui.monitor_app import MonitorServices
 
 Progress = Callable[[str, "float | None"], None]
 LOG_TAIL = 100
 
 
-def services_for(host_profiles: dict, accept_new_host: bool = False, env_choice: str | None = None) -> MonitorServices:
-    from devenv.cli.envcommon import open_provisioner
+def services_for(host_profiles: dict, accept_new_host: bool = False, env_choice: str | None = None,
+                 ) -> MonitorServices:
+    def session(name: str):
+        return open_env(host_profiles[name], env_choice, accept_new_host=accept_new_host)
 
-    def conn(name: str):
-        return connect(host_profiles[name], accept_new_host)
-
-    def env_name(name: str) -> str:
+    def env_name(name: str) -> str:  # for confirmations: no connection needed
         return resolve_env(host_profiles[name], env_choice).name
 
     def env_state(name: str) -> str:
-        with open_provisioner(host_profiles[name], conn(name), with_key=False) as (prov, _):
-            found = prov.find(env_name(name))
-        return f"{found.state} ({found.env})" if found else f"none ({env_name(name)})"
+        with session(name) as s:
+            found = s.backend.find(s.env.name)
+            return f"{found.state} ({found.env})" if found else f"none ({s.env.name})"
 
     def follow_logs(name: str) -> Iterator[str]:
-        with open_provisioner(host_profiles[name], conn(name), with_key=False) as (prov, _):
-            yield from prov.logs(env_name(name), tail=LOG_TAIL, follow=True)
+        with session(name) as s:
+            yield from s.backend.logs(s.env.name, tail=LOG_TAIL, follow=True)
 
     def up(name: str) -> str:
-        from devenv.env.image_context import BuildInputs
-        from devenv.services import provision
-        from devenv.services.preflight import run_check
-
-        profile, env = host_profiles[name], resolve_env(host_profiles[name], env_choice)
-        connection = conn(name)
-        options = provision.UpOptions(BuildInputs.from_options(None, None, False))
-        with open_provisioner(profile, connection) as (prov, key):
-            result = prov.up(env, key.public_line if key else "", key.fingerprint if key else "", options=options,
-                             preflight=lambda: run_check(connection, profile, env))
-        if key and env.sshd and result.host_key and "ssh" in result.status.ports:
-            from devenv.cli.ssh_cmd import write_env_entry
-
-            write_env_entry(profile, env.name, result.status.ports["ssh"], result.host_key, key.private_path)
-        return (f"environment '{env.name}' {result.action} in {result.elapsed_s:.0f} s; "
+        with session(name) as s:  # the same `up` as the CLI's, preflight and ssh entry included
+            result = s.up()
+        return (f"environment '{s.env.name}' {result.action} in {result.elapsed_s:.0f} s; "
                 f"j opens Jupyter, `devenv ssh {name}` a shell")
 
     def down(name: str) -> str:
-        with open_provisioner(host_profiles[name], conn(name), with_key=False) as (prov, _):
-            removed = prov.down(env_name(name))
+        with session(name) as s:
+            removed = s.backend.down(s.env.name)
         if not removed["containers"]:
-            return f"no environment '{env_name(name)}' on {name}: nothing to remove"
+            return f"no environment '{s.env.name}' on {name}: nothing to remove"
         return f"removed {', '.join(removed['containers'])}; the workspace is kept"
 
     from devenv.services.monitor_jupyter import TunnelOwner, open_link
@@ -64,22 +51,13 @@ def services_for(host_profiles: dict, accept_new_host: bool = False, env_choice:
     owner = TunnelOwner()  # the app's tunnels live on its thread until quit (see monitor_jupyter)
 
     def open_jupyter(name: str):
-        from devenv.cli.envcommon import open_forwards
-        from devenv.env.spec import CONTAINER_PORTS
         from devenv.services import jupyter
 
-        profile, env = host_profiles[name], resolve_env(host_profiles[name], env_choice)
-        connection = conn(name)
-
-        def access() -> tuple[int, str]:
-            with open_provisioner(profile, connection, with_key=False) as (prov, _):
-                status, token = prov.jupyter_access(env.name)
-            return status.ports["jupyter"], token
-
-        preferred = env.ports.get("jupyter", CONTAINER_PORTS["jupyter"])
-        opener = None if profile.local else (
-            lambda port: open_forwards(profile, connection, [("jupyter", "127.0.0.1", port, preferred)]))
-        return open_link(owner, name, env.name, access, opener, url_of=jupyter.lab_url)
+        with session(name) as s:
+            access = s.backend.jupyter_access(s.env.name)
+        local = s.host.local and access.relay is None
+        return open_link(owner, name, s.env.name, lambda: (access.port, access.token),
+                         None if local else (lambda port: s.open_jupyter(access)[1]), url_of=jupyter.lab_url)
 
     def open_browser(url: str) -> str:
         import webbrowser
@@ -94,7 +72,8 @@ def services_for(host_profiles: dict, accept_new_host: bool = False, env_choice:
     def kill(name: str, pid: int, signal: str, command: str | None) -> str:
         from devenv.services.monitor import kill_process
 
-        return kill_process(conn(name), pid, signal, expect_command=command)
+        with session(name) as s:
+            return kill_process(s.conn, pid, signal, expect_command=command)
 
     services = MonitorServices(env_state=env_state, follow_logs=follow_logs, up=up, down=down,
                                open_jupyter=open_jupyter, open_browser=open_browser, env_of=env_name, kill=kill,
@@ -105,10 +84,9 @@ def services_for(host_profiles: dict, accept_new_host: bool = False, env_choice:
         return services
 
     def run_sanity(name: str, progress: Progress) -> str:
-        from devenv.cli.sanity_target import sanity_target
-
         # where `devenv sanity HOST` runs: in the environment when there is one, with the host's GPUs watched
-        with sanity_target(host_profiles[name], conn(name), env_choice, False, host_if_no_env=True) as target:
+        with session(name) as s:
+            target = s.command_target(host_if_no_env=True)
             result = sanity.run_sanity(target.conn, python=target.python, suite="quick",
                                        on_event=lambda event: _sanity_progress(event, progress),
                                        host_conn=target.host_conn, container=target.container, among=target.among)
@@ -129,13 +107,10 @@ def services_for(host_profiles: dict, accept_new_host: bool = False, env_choice:
 def hosts_with_running_env(accept_new_host: bool = False) -> tuple[list[str], list[str]]:
     """(hosts whose environment runs, 'host: why' for hosts that could not be asked), asking every host
     profile in parallel, as `devenv status` does: the hosts are the source of truth."""
-    from devenv.cli.envcommon import open_provisioner
-
     def ask(name: str) -> tuple[str, bool, str | None]:
         try:
-            profile = profiles.load_host(name)
-            with open_provisioner(profile, connect(profile, accept_new_host), with_key=False) as (prov, _):
-                return name, any(s.running for s in prov.status(all_owners=False)), None
+            with open_env(profiles.load_host(name), accept_new_host=accept_new_host) as s:
+                return name, any(e.running for e in s.backend.status(all_owners=False)), None
         except DevenvError as e:
             return name, False, e.message
 

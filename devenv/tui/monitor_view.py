@@ -9,7 +9,9 @@ from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from devenv.env import spec as envspec
 from devenv.gpu import format as fmt
+from devenv.gpu.occupancy import whose
 from devenv.gpu.sample import GpuSample, sample_step, sparkline, time_series
 from devenv.services.monitor import HostSnapshot
 
@@ -249,14 +251,18 @@ def process_table(snap: HostSnapshot, now: float, width: int = 120, sort: str = 
                      overflow="ellipsis")
     style = STALE if is_stale(snap) else ""
     chosen = None
+    owner = envspec.owner()
     for p in rows:
         values = {"GPU": fmt.num(index_of.get(p.gpu_uuid)), "PID": str(p.pid), "User": p.user or fmt.NA,
                   "Container": p.container or fmt.NA, "Memory": fmt.mib(p.used_mib),
                   "CPU%": fmt.num(p.cpu_pct, "{:.0f}"), "RSS": _rss(p.rss_kib), "Time": _runtime(p.runtime_s)}
         row_style = "reverse" if p.pid == selected else style
         chosen = p if p.pid == selected else chosen
-        table.add_row(*(Text(values[name], style) for name, _ in columns), Text(p.command or p.name or fmt.NA, style),
-                      style=row_style)
+        command = Text(p.command or p.name or fmt.NA, style)
+        mark = whose(p, snap.login_user, owner)  # another user's or another environment's: shares the GPU
+        if mark:
+            command = Text.assemble((f"({mark}) ", style or "yellow"), command)
+        table.add_row(*(Text(values[name], style) for name, _ in columns), command, style=row_style)
     if chosen is None:
         return table
     detail = Text(f"  pid {chosen.pid} · {chosen.user or fmt.NA}"
