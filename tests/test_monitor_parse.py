@@ -3,6 +3,7 @@ reasons, the process stream's frames, container ids from cgroups, history with g
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -256,3 +257,23 @@ def test_the_process_loop_reports_ps_details_of_a_real_process():
     [proc] = frame.processes
     assert proc.pid == os.getpid() and proc.rss_kib and proc.rss_kib > 1000 and proc.runtime_s is not None
     assert proc.command and "pytest" in proc.command and proc.cpu_pct is not None
+
+
+def test_the_process_loop_reports_this_hosts_line():
+    """The loop's host lines, run on this machine, parsed back; CPU% from two frames' jiffies."""
+    import subprocess
+
+    from devenv.gpu.sample import cpu_busy_pct
+    from devenv.services.monitor import apps_loop_script, read_apps_frames
+
+    script = apps_loop_script(once=True)
+    out = subprocess.run(["sh", "-c", script], capture_output=True, text=True, timeout=30).stdout
+    [frame] = read_apps_frames(iter(out.splitlines()))
+    host = frame.host
+    meminfo = dict(line.split(":", 1) for line in Path("/proc/meminfo").read_text().splitlines())
+    assert host.mem_total_kib == int(meminfo["MemTotal"].split()[0])
+    assert host.ncpu == os.cpu_count() and host.load1 is not None
+    assert host.disk_total_kib and host.disk_used_kib is not None and host.disk_mount
+    assert len(host.cpu_jiffies) >= 7
+    assert cpu_busy_pct((0, 0, 0, 100, 0), (30, 0, 20, 150, 0)) == 50.0
+    assert cpu_busy_pct((), host.cpu_jiffies) is None

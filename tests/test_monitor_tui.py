@@ -393,6 +393,10 @@ async def test_real_sampler_on_the_replay(monkeypatch):
                     timeout=15, what="the processes of the busy GPUs")
         await until(pilot, lambda: str(panel.snapshot.processes[0].pid) in panel_text(app, "local"),
                     what="the process row")
+        await until(pilot, lambda: panel.snapshot.host_stats and panel.snapshot.host_stats.cpu_pct is not None,
+                    timeout=15, what="the host line's CPU (two frames)")
+        text = panel_text(app, "local")
+        assert "CPU " in text and f"of {os.cpu_count()}" in text and "RAM " in text and "load " in text
         assert panel.snapshot.state == "ok" and panel.snapshot.samples >= 4
         sampler = app.samplers["local"]
     await asyncio.sleep(0.3)

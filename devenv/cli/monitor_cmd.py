@@ -15,7 +15,6 @@ from devenv.cli.common import (
     env_option,
     host_names,
     load_host,
-    resolve_env,
     worst_exit_code,
 )
 from devenv.cli.render import emit_json
@@ -58,6 +57,8 @@ def monitor(hosts: tuple[str, ...], once: bool, as_json: bool, interval: float, 
         raise click.UsageError("--watch goes with --json (NDJSON); the TUI watches by itself")
     host_profiles = [load_host(name) for name in host_names(hosts or default_hosts())]
     if env is not None:
+        from devenv.services.session import resolve_env
+
         for profile in host_profiles:
             resolve_env(profile, env)  # a bad --env fails here (exit 2), not under every key of the TUI
     if bind is not None or watch:

@@ -242,11 +242,42 @@ APPS_BEGIN, APPS_END = "@apps", "@end"
 
 
 @dataclass(frozen=True)
+class HostStats:
+    """The host line: load, CPUs, memory, the disk that holds the workspaces; any field may be None (NA).
+    cpu_pct needs two frames (it is the busy share of the jiffies between them), so the sampler fills it in."""
+
+    load1: float | None = None
+    ncpu: int | None = None
+    mem_total_kib: int | None = None
+    mem_available_kib: int | None = None
+    disk_total_kib: int | None = None
+    disk_used_kib: int | None = None
+    disk_mount: str | None = None
+    cpu_jiffies: tuple[int, ...] = ()
+    cpu_pct: float | None = None
+
+    def to_dict(self) -> dict:
+        data = asdict(self)
+        data.pop("cpu_jiffies")
+        return data
+
+
+def cpu_busy_pct(before: tuple[int, ...], after: tuple[int, ...]) -> float | None:
+    """Busy share of /proc/stat's cpu jiffies between two readings (idle + iowait count as idle)."""
+    if len(before) < 5 or len(after) != len(before):
+        return None
+    total = sum(after) - sum(before)
+    idle = (after[3] + after[4]) - (before[3] + before[4])
+    return None if total <= 0 else max(0.0, min(100.0, 100.0 * (total - idle) / total))
+
+
+@dataclass(frozen=True)
 class AppsFrame:
     exit_code: int
     processes: tuple[ProcessSample, ...]
     error: str | None = None     # nvidia-smi's message when it failed
     me: str | None = None        # the user the stream runs as (its @me line), to tell other users' processes
+    host: HostStats | None = None
 
 
 def parse_apps_frame(lines: list[str]) -> AppsFrame:
@@ -257,8 +288,11 @@ def parse_apps_frame(lines: list[str]) -> AppsFrame:
     csv_lines, users, cgroups = [], {}, {}
     details: dict[int, tuple] = {}
     me = None
+    stats: dict = {}
     for line in lines[1:]:
-        if line.startswith("@ps "):
+        if line.startswith(("@load ", "@mem ", "@cpu ", "@disk ")):
+            _host_line(line, stats)
+        elif line.startswith("@ps "):
             parts = line.split(None, 6)
             if len(parts) >= 6 and parts[1].isdigit():
                 pid = int(parts[1])
@@ -279,13 +313,31 @@ def parse_apps_frame(lines: list[str]) -> AppsFrame:
             csv_lines.append(line)
     if code != 0:
         message = "\n".join(line for line in csv_lines if line.strip()) or f"exit code {code}"
-        return AppsFrame(code, (), message, me)
+        return AppsFrame(code, (), message, me, HostStats(**stats) if stats else None)
     processes = tuple(
         ProcessSample(p.pid, p.name, p.used_mib, p.gpu_uuid, users.get(p.pid),
                       container_from_cgroup(cgroups.get(p.pid, ())), *details.get(p.pid, ()))
         for p in parse_apps_csv("\n".join(csv_lines))
     )
-    return AppsFrame(0, processes, None, me)
+    return AppsFrame(0, processes, None, me, HostStats(**stats) if stats else None)
+
+
+def _host_line(line: str, stats: dict) -> None:
+    head, *words = line.split()
+    if head == "@load" and words:
+        stats["load1"] = _float(words[0])
+        if len(words) > 3:
+            stats["ncpu"] = _int(words[3])
+    elif head == "@mem" and len(words) >= 2:
+        key = {"MemTotal:": "mem_total_kib", "MemAvailable:": "mem_available_kib"}.get(words[0])
+        if key:
+            stats[key] = _int(words[1])
+    elif head == "@cpu":
+        jiffies = [_int(w) for w in words]
+        stats["cpu_jiffies"] = tuple(j for j in jiffies if j is not None)
+    elif head == "@disk" and len(words) >= 4:
+        stats["disk_total_kib"], stats["disk_used_kib"] = _int(words[0]), _int(words[1])
+        stats["disk_mount"] = " ".join(words[3:])
 
 
 # --- history --------------------------------------------------------------------------------------------
@@ -408,7 +460,7 @@ def sparkline(values: list[float | None], lo: float = 0.0, hi: float | None = No
 
 __all__ = [
     "GPU_FIELDS", "APP_FIELDS", "FIELD_ALIASES", "THROTTLE_REASONS", "SLOWDOWN_REASONS", "NA_VALUES",
-    "GpuSample", "ProcessSample", "AppsFrame", "Gap", "GpuHistory",
+    "GpuSample", "ProcessSample", "AppsFrame", "HostStats", "cpu_busy_pct", "Gap", "GpuHistory",
     "gpu_query_command", "apps_query_command", "invalid_field", "decode_throttle",
     "parse_gpu_line", "parse_gpu_csv", "parse_apps_csv", "parse_apps_frame", "container_from_cgroup",
     "sparkline", "time_series", "sample_step", "APPS_BEGIN", "APPS_END", "SPARK_GAP",
