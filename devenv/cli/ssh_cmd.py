@@ -10,6 +10,7 @@ from __future__ import annotations
 import shutil
 import signal
 import subprocess
+from typing import NoReturn
 
 import click
 
@@ -63,7 +64,7 @@ def _command(command: tuple[str, ...]) -> list[str]:
     return list(command[1:] if command[:1] == ("--",) else command)
 
 
-def _run_ssh(argv: list[str]) -> None:
+def _run_ssh(argv: list[str]) -> NoReturn:
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C belongs to the remote shell
     try:
         code = subprocess.call(argv)

@@ -6,6 +6,7 @@ import statistics
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 from devenv.checks import engine as engine_checks
 from devenv.checks import gpu_use
@@ -95,7 +96,8 @@ def _forwarding(conn: Connection) -> tuple[bool | None, str]:
     probe = getattr(conn, "probe_forwarding", None)
     if probe is None:
         return None, "this machine (no SSH tunnel needed)"
-    return probe()
+    answer: tuple[bool | None, str] = probe()
+    return answer
 
 
 def _target(host: HostProfile) -> str:
@@ -105,6 +107,6 @@ def _target(host: HostProfile) -> str:
     return ssh.alias or f"{ssh.user + '@' if ssh.user else ''}{ssh.hostname}"
 
 
-def _host_torch(results: list[CheckResult]) -> dict | None:
+def _host_torch(results: list[CheckResult]) -> dict[str, Any] | None:
     python = next((r for r in results if r.id == "python"), None)
     return python.details if python and python.details.get("torch") else None

@@ -17,7 +17,7 @@ import os
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from functools import cached_property
-from typing import Protocol
+from typing import Any, Protocol
 
 from devenv.checks.report import CheckReport, CheckResult
 from devenv.config import hostref, profiles
@@ -44,7 +44,7 @@ class Tunnel(Protocol):
     """An open set of local forwards (remote.tunnels' OpenSSH or paramiko tunnel, remote.relay's)."""
 
     kind: str
-    forwards: list
+    forwards: list[Any]   # remote.tunnels.Forward
 
     def alive(self) -> bool: ...
 
@@ -167,7 +167,8 @@ class EnvSession:
         from devenv.remote.tunnels import Forward, choose_local_port, open_tunnel
 
         forwards = [Forward(name, rhost, rport, choose_local_port(pref)) for name, rhost, rport, pref in wanted]
-        return open_tunnel(self.host, self.conn, forwards)
+        tunnel: Tunnel = open_tunnel(self.host, self.conn, forwards)
+        return tunnel
 
     def ssh_alias(self) -> tuple[str | None, str]:
         """(the alias of the environment's entry, written now; None: the shell is the host's own sshd),
