@@ -42,6 +42,8 @@ def up(host: str, env: str | None, accept_new_host: bool, detach: bool, assume_y
     events = ProgressPrinter()
     with open_env(host, env, accept_new_host=accept_new_host, events=events) as session:
         session.use_gpus(gpus)
+        if not (detach or as_json):
+            session.prestart_tunnels()
         result = session.up(options)
     events.done()
     env_profile = session.env

@@ -16,6 +16,10 @@ import tarfile
 import time
 from collections.abc import Callable, Iterator
 
+# isort: off
+# docker imports paramiko (for ssh:// hosts): let it find the one imported without invoke (remote.sshlib)
+from devenv.remote import sshlib as _sshlib  # noqa: F401
+# isort: on
 import docker
 import docker.errors
 import requests

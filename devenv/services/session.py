@@ -162,6 +162,13 @@ class EnvSession:
             tunnel = open_tunnel(self.host, self.conn, [forward])
         return jupyter.lab_url(tunnel.forwards[0].local_port, access.token), tunnel
 
+    def prestart_tunnels(self) -> None:
+        """Start the host's OpenSSH tunnel login now, without waiting: it overlaps the work before the tunnel."""
+        if not self.host.local:
+            from devenv.remote.tunnels import prestart_tunnels
+
+            prestart_tunnels(self.host)
+
     def forward(self, wanted: list[tuple[str, str, int, int | None]]) -> Tunnel:
         """Tunnels for (name, remote host, remote port, preferred local port)."""
         from devenv.remote.tunnels import Forward, choose_local_port, open_tunnel
