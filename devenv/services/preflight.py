@@ -27,7 +27,7 @@ def measure_latency(conn: Connection, rounds: int = 3) -> float | None:
     ping = getattr(conn, "ping", None)
     if ping is None:
         return None
-    return statistics.median(ping() * 1000 for _ in range(rounds))
+    return float(statistics.median(ping() * 1000 for _ in range(rounds)))
 
 
 def run_check(
