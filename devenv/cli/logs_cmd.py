@@ -18,11 +18,11 @@ from devenv.cli.envcommon import open_provisioner
               help="Lines from the end to start with ('all' for everything).")
 def logs(host: str, env: str | None, accept_new_host: bool, follow: bool, tail: str) -> None:
     """Print the environment's log on HOST (with -f, follow it)."""
-    if tail != "all" and not tail.isdigit():
+    if tail != "all" and not (tail.isascii() and tail.isdigit() and len(tail) <= 9):
         raise click.BadParameter("give a number of lines or 'all'", param_hint="--tail")
     host_profile = load_host(host)
     env_profile = resolve_env(host_profile, env)
     conn = connect(host_profile, accept_new_host)
     with open_provisioner(host_profile, conn, with_key=False) as (prov, _):
-        for line in prov.logs(env_profile.name, tail=int(tail) if tail.isdigit() else "all", follow=follow):
+        for line in prov.logs(env_profile.name, tail=int(tail) if tail != "all" else "all", follow=follow):
             click.echo(line)

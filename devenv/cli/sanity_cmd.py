@@ -18,6 +18,7 @@ from devenv.cli.common import (
     worst_exit_code,
 )
 from devenv.cli.render import STATUS_STYLE, emit_json
+from devenv.config import validate
 from devenv.sanity.verdict import FAIL, NO_GPU, fmt
 
 EXIT_FAIL, EXIT_NO_GPU = 1, 4
@@ -47,6 +48,12 @@ def sanity(hosts: tuple[str, ...], suite: str, env: str | None, python: str | No
     Exits 0 on pass or warn, 1 when a check fails, 4 when there is no GPU (nothing about a GPU was proven),
     3 when the host cannot be reached. HOST may be an @group: the hosts run in parallel, a verdict each.
     """
+    from devenv.services.sanity import STAGES
+
+    unknown = [s.strip() for s in only.split(",") if s.strip() and s.strip() not in STAGES]
+    if unknown:
+        raise click.BadParameter(f"unknown stage(s) {', '.join(validate.preview(s) for s in unknown[:3])}; "
+                                 f"choose from {','.join(STAGES)}", param_hint="--only")
     names = host_names(hosts)
     if len(names) > 1 or hosts[0].startswith("@"):
         _sanity_group(names, suite, env, python, on_host, only, inject, no_save, as_json, accept_new_host)

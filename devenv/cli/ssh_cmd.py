@@ -61,8 +61,12 @@ def ssh(host: str, env: str | None, accept_new_host: bool, show_config: bool, co
         conn = connect(host_profile, accept_new_host)
         host_profile = settle(host_profile, conn)
     if host_profile.runtime == "host" and not host_profile.local and not show_config:
-        # No second sshd: the environment is the host, whose own sshd serves the shell.
-        _run_ssh([ssh_binary, *openssh.host_options(host_profile), *_command(command)])
+        # No second sshd: the environment is the host, whose own sshd serves the shell. A new host's key is
+        # recorded by devenv's own connection (--accept-new-host); OpenSSH then checks it strictly.
+        argv = openssh.host_options(host_profile)  # checked before anything connects
+        if accept_new_host and conn is None:
+            connect(host_profile, accept_new_host).open()
+        _run_ssh([ssh_binary, *argv, *_command(command)])
     conn = conn or connect(host_profile, accept_new_host)
     with open_provisioner(host_profile, conn) as (prov, key):
         port, host_key = prov.ssh_target(env_profile.name)
@@ -77,7 +81,7 @@ def ssh(host: str, env: str | None, accept_new_host: bool, show_config: bool, co
                    f"{paths.ssh_config_path()}:")
         click.echo(f"Include {config}")
         return
-    _run_ssh([ssh_binary, "-F", str(config), alias, *_command(command)])
+    _run_ssh([ssh_binary, "-F", str(config), "--", alias, *_command(command)])
 
 
 def _command(command: tuple[str, ...]) -> list[str]:

@@ -15,6 +15,7 @@ from devenv.cli.envcommon import (
     open_provisioner,
     print_access,
 )
+from devenv.cli.params import Seconds
 from devenv.cli.progress import ProgressPrinter
 from devenv.cli.render import emit_json, print_checks
 from devenv.env.image_context import BuildInputs
@@ -41,7 +42,7 @@ class CliEvents(ProgressPrinter, provision.UpEvents):
                                                    "`devenv jupyter HOST` / `devenv tunnel HOST PORT`.")
 @click.option("--yes", "-y", "assume_yes", is_flag=True, help="Recreate a changed environment without asking "
                                                                "(the workspace is kept).")
-@click.option("--ready-timeout", type=click.FloatRange(1, 3600), default=180, show_default=True,
+@click.option("--ready-timeout", type=Seconds(1, 3600), default=180, show_default=True,
               help="Seconds to wait for Jupyter and sshd to answer.")
 @build_input_options
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON (implies --detach).")
@@ -54,9 +55,9 @@ def up(host: str, env: str | None, accept_new_host: bool, detach: bool, assume_y
     """
     host_profile = load_host(host)
     env_profile = resolve_env(host_profile, env)
+    options = provision.UpOptions(BuildInputs.from_options(ca_bundle, wheelhouse, offline), ready_timeout, assume_yes)
     conn = connect(host_profile, accept_new_host)
     events = CliEvents()
-    options = provision.UpOptions(BuildInputs.from_options(ca_bundle, wheelhouse, offline), ready_timeout, assume_yes)
 
     def preflight():
         report = run_check(conn, host_profile, env_profile)
