@@ -40,11 +40,18 @@ def owner() -> str:
 
 
 def container_name(owner_name: str, env_name: str) -> str:
-    return f"devenv-{owner_name}-{env_name}"
+    """A name no other (owner, env) pair can have: `-` joins parts that may hold `-` themselves (owner `a` + env
+    `b-c` and owner `a-b` + env `c` both read devenv-a-b-c), so a digest of the parts ends the name. Names are
+    for people; environments are found by their labels (owner, env, host), never by name."""
+    return f"devenv-{owner_name}-{env_name}-{_digest(owner_name, env_name)}"
 
 
 def volume_name(owner_name: str, env_name: str, role: str) -> str:
-    return f"devenv-{owner_name}-{env_name}-{role}"
+    return f"devenv-{owner_name}-{env_name}-{role}-{_digest(owner_name, env_name, role)}"
+
+
+def _digest(*parts: str) -> str:
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:8]
 
 
 def services(env: EnvProfile) -> list[str]:
@@ -146,8 +153,10 @@ class ContainerRequest:
 
 
 def container_request(spec: dict[str, Any], owner_name: str, host_name: str, version: str,
-                      any_port: set[str] = frozenset()) -> ContainerRequest:
-    """The container for a spec; services in any_port get a free host port instead of the preferred one."""
+                      any_port: set[str] = frozenset(), volume_names: dict[str, str] | None = None) -> ContainerRequest:
+    """The container for a spec; services in any_port get a free host port instead of the preferred one.
+    volume_names: role -> the volume already made for it (found by its labels), else volume_name()."""
+    volume_names = volume_names or {}
     env_name = spec["env"]
     environment = dict(spec["env_vars"])
     environment["DEVENV_JUPYTER"] = "1" if spec["jupyter"] else "0"
@@ -162,7 +171,8 @@ def container_request(spec: dict[str, Any], owner_name: str, host_name: str, ver
         labels=labels(spec, owner_name, host_name, version),
         environment=environment,
         ports={CONTAINER_PORTS[svc]: (None if svc in any_port else port) for svc, port in spec["ports"].items()},
-        volumes={volume_name(owner_name, env_name, role): path for role, path in spec["volumes"].items()},
+        volumes={volume_names.get(role) or volume_name(owner_name, env_name, role): path
+                 for role, path in spec["volumes"].items()},
         shm_size=spec["shm_size"],
         gpus=spec["gpus"],
         hostname=f"devenv-{env_name}"[:63],
