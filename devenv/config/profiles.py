@@ -82,7 +82,7 @@ class EnvProfile:
     volumes: dict[str, str] = field(default_factory=lambda: {"workspace": "/workspace"})
     env: dict[str, str] = field(default_factory=dict)
     shm_size: str = "8g"
-    gpus: str = "all"
+    gpus: str = "all"                 # all | none | free:N (gpus: N) | "0,1" (devenv.gpu.choose)
     jupyter: bool = True
     sshd: bool = True
 
@@ -239,6 +239,9 @@ def _mapping_of(value_parser: Callable, key_pattern: str = r"[A-Za-z_][A-Za-z0-9
 
 
 def _gpus(ctx, node, where):
+    """all | none | N (N free GPUs, picked at `up`) | [0, 1] / "0,1" / device=1 (those GPUs): devenv.gpu.choose."""
+    from devenv.gpu.choose import parse_gpus
+
     if isinstance(node, yaml.SequenceNode):
         if not node.value:
             raise ctx.fail(node, where, "is an empty list", f"write {where}: none (no GPU), all, or [0, 1]")
@@ -246,15 +249,15 @@ def _gpus(ctx, node, where):
         if len(set(ids)) != len(ids):
             raise ctx.fail(node, where, "names a GPU twice", "list each index once")
         return ",".join(str(i) for i in ids)
-    text = _scalar(ctx, node, where, "'all', 'none' or GPU indices")
-    if text in ("all", "none"):
-        return text
-    if re.fullmatch(r"[0-9]{1,4}(,[0-9]{1,4})*", text):
-        ids = text.split(",")
-        if len(set(ids)) == len(ids) and all(int(i) <= 1023 for i in ids):
-            return ",".join(str(int(i)) for i in ids)
-    raise ctx.fail(node, where, f"expected 'all', 'none' or indices like '0,1', got {check.preview(text)}",
-                   f"write {where}: all")
+    text = _scalar(ctx, node, where, "'all', 'none', a count or GPU indices")
+    if len(text) > 64 or not text.isascii():
+        raise ctx.fail(node, where, f"expected all, none, a count or GPU indices, got {check.preview(text)}",
+                       f"write {where}: all, {where}: 2 (two free GPUs) or {where}: [0, 1]")
+    try:
+        return parse_gpus(text)
+    except ValueError as e:
+        raise ctx.fail(node, where, str(e), f"write {where}: all, {where}: 2 (two free GPUs) or {where}: [0, 1]") \
+            from None
 
 
 def _ports(ctx, node, where):
