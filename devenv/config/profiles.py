@@ -256,7 +256,8 @@ def _gpus(ctx, node, where):
     try:
         return parse_gpus(text)
     except ValueError as e:
-        raise ctx.fail(node, where, str(e), f"write {where}: all, {where}: 2 (two free GPUs) or {where}: [0, 1]") \
+        problem = str(e).replace(f"'{text}'", check.preview(text))  # the value shown as a short prefix only
+        raise ctx.fail(node, where, problem, f"write {where}: all, {where}: 2 (two free GPUs) or {where}: [0, 1]") \
             from None
 
 

@@ -86,6 +86,16 @@ def path_problem(value: str) -> str | None:
         return "is empty"
     if '"' in value:
         return "holds a double quote (it cannot be quoted safely in an ssh config)"
+    return local_path_problem(value)
+
+
+def local_path_problem(value: str) -> str | None:
+    """A path the OS could not even look up (a name over 255 bytes, a path over 4,096)."""
+    problem = text_problem(value)
+    if problem:
+        return problem
+    if len(value.encode()) > 4000 or any(len(part.encode()) > 255 for part in value.split("/")):
+        return "is too long for a path"
     return None
 
 

@@ -44,7 +44,7 @@ class BuildInputs:
         wheels = wheelhouse or os.environ.get("DEVENV_WHEELHOUSE") or None
         context = context_dir or os.environ.get("DEVENV_BUILD_CONTEXT") or None
         for what, value in (("--ca-bundle", ca), ("--wheelhouse", wheels), ("DEVENV_BUILD_CONTEXT", context)):
-            problem = validate.text_problem(value) if value else None
+            problem = validate.local_path_problem(value) if value else None
             if problem:
                 raise BadInput(f"{what} {validate.preview(value)} {problem}", "give a plain path")
         inputs = cls(Path(ca).expanduser() if ca else None, Path(wheels).expanduser() if wheels else None, offline,
