@@ -10,6 +10,7 @@ import click
 
 from devenv.cli import main
 from devenv.cli.common import accept_new_host_option, connect, host_names, load_host, worst_exit_code
+from devenv.cli.params import Seconds
 from devenv.cli.render import emit_json
 from devenv.errors import ConnectError, DevenvError
 from devenv.gpu.format import once_table
@@ -22,7 +23,7 @@ REACHED = ("ok", "no-gpu")
 @click.argument("hosts", nargs=-1, metavar="[HOST]...")
 @click.option("--once", is_flag=True, help="Print one gpustat-like table and exit (no terminal needed).")
 @click.option("--json", "as_json", is_flag=True, help="Print one sample as JSON and exit (implies --once).")
-@click.option("--interval", type=click.FloatRange(min=0.1), default=1.0, show_default=True,
+@click.option("--interval", type=Seconds(0.1, 3600), default=1.0, show_default=True,
               help="Seconds between GPU samples in the TUI.")
 @accept_new_host_option
 def monitor(hosts: tuple[str, ...], once: bool, as_json: bool, interval: float, accept_new_host: bool) -> None:

@@ -24,6 +24,8 @@ def ensure_image(runtime: DockerRuntime, env: EnvProfile, inputs: BuildInputs, p
         return info, "present"
     if env.build is not None:
         step(f"Building {env.image} on {runtime.host} (first time: several minutes; later builds reuse steps)")
+        if inputs.context_dir is not None:
+            step(f"Build context: {image_context.context_root(env, inputs)} (DEVENV_BUILD_CONTEXT)")
         return build_image(runtime, env, inputs, progress), "built"
     step(f"Pulling {env.image} on {runtime.host}")
     return runtime.pull(env.image, progress), "pulled"

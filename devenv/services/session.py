@@ -206,9 +206,11 @@ class EnvSession:
 def open_env(host: str | HostProfile, env_name: str | None = None, *, accept_new_host: bool = False,
              events: Events | None = None) -> Iterator[EnvSession]:
     """A session on host (a name, or a profile already loaded) for env_name (None: the default)."""
+    from devenv.remote.envkey import chosen_key
     from devenv.remote.pool import get_connection
 
     profile = hostref.load_host(host) if isinstance(host, str) else host  # a profile, or an ssh destination
+    chosen_key()  # a bad $DEVENV_SSH_KEY is bad input (exit 2), said before any connection is tried
     session = EnvSession(profile, get_connection(profile, accept_new_host=accept_new_host), env_name, events)
     try:
         yield session
