@@ -17,6 +17,7 @@ from devenv.cli.common import (
     load_host,
     worst_exit_code,
 )
+from devenv.cli.params import Seconds
 from devenv.cli.render import emit_json
 from devenv.errors import ConnectError, DevenvError
 from devenv.gpu.format import once_table
@@ -29,7 +30,7 @@ REACHED = ("ok", "no-gpu")
 @click.argument("hosts", nargs=-1, metavar="[HOST]...")
 @click.option("--once", is_flag=True, help="Print one gpustat-like table and exit (no terminal needed).")
 @click.option("--json", "as_json", is_flag=True, help="Print one sample as JSON and exit (implies --once).")
-@click.option("--interval", type=click.FloatRange(min=0.1), default=1.0, show_default=True,
+@click.option("--interval", type=Seconds(0.1, 3600), default=1.0, show_default=True,
               help="Seconds between GPU samples in the TUI.")
 @click.option("--watch", is_flag=True, help="With --json: keep sampling and write one JSON object per line "
               "(NDJSON) per new sample of each host, until interrupted.")

@@ -122,8 +122,9 @@ class ControlMaster:
         self.wait_ready()
         spec = f"127.0.0.1:{f.local_port}:{f.remote_host}:{f.remote_port}"
         with self._lock:
-            done = subprocess.run([*self._client[:-1], "-O", "cancel" if cancel else "forward", "-L", spec,
-                                   self._client[-1]], stdin=subprocess.DEVNULL, capture_output=True,
+            # _client ends in "--", destination: the control command goes before them
+            done = subprocess.run([*self._client[:-2], "-O", "cancel" if cancel else "forward", "-L", spec,
+                                   *self._client[-2:]], stdin=subprocess.DEVNULL, capture_output=True,
                                   timeout=READY_TIMEOUT)
         if done.returncode != 0 and not cancel:
             why = done.stderr.decode(errors="replace").strip().splitlines()

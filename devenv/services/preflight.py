@@ -6,6 +6,7 @@ import statistics
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 from devenv.checks import engine as engine_checks
 from devenv.checks import gpu_use
@@ -26,7 +27,7 @@ def measure_latency(conn: Connection, rounds: int = 3) -> float | None:
     ping = getattr(conn, "ping", None)
     if ping is None:
         return None
-    return statistics.median(ping() * 1000 for _ in range(rounds))
+    return float(statistics.median(ping() * 1000 for _ in range(rounds)))
 
 
 def run_check(
@@ -96,7 +97,8 @@ def _forwarding(conn: Connection) -> tuple[bool | None, str]:
     probe = getattr(conn, "probe_forwarding", None)
     if probe is None:
         return None, "this machine (no SSH tunnel needed)"
-    return probe()
+    answer: tuple[bool | None, str] = probe()
+    return answer
 
 
 def _target(host: HostProfile) -> str:
@@ -106,6 +108,6 @@ def _target(host: HostProfile) -> str:
     return ssh.alias or f"{ssh.user + '@' if ssh.user else ''}{ssh.hostname}"
 
 
-def _host_torch(results: list[CheckResult]) -> dict | None:
+def _host_torch(results: list[CheckResult]) -> dict[str, Any] | None:
     python = next((r for r in results if r.id == "python"), None)
     return python.details if python and python.details.get("torch") else None

@@ -17,7 +17,7 @@ import os
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from functools import cached_property
-from typing import Protocol
+from typing import Any, Protocol
 
 from devenv.checks.report import CheckReport, CheckResult
 from devenv.config import hostref, profiles
@@ -44,7 +44,7 @@ class Tunnel(Protocol):
     """An open set of local forwards (remote.tunnels' OpenSSH or paramiko tunnel, remote.relay's)."""
 
     kind: str
-    forwards: list
+    forwards: list[Any]   # remote.tunnels.Forward
 
     def alive(self) -> bool: ...
 
@@ -174,7 +174,8 @@ class EnvSession:
         from devenv.remote.tunnels import Forward, choose_local_port, open_tunnel
 
         forwards = [Forward(name, rhost, rport, choose_local_port(pref)) for name, rhost, rport, pref in wanted]
-        return open_tunnel(self.host, self.conn, forwards)
+        tunnel: Tunnel = open_tunnel(self.host, self.conn, forwards)
+        return tunnel
 
     def ssh_alias(self) -> tuple[str | None, str]:
         """(the alias of the environment's entry, written now; None: the shell is the host's own sshd),
@@ -205,9 +206,11 @@ class EnvSession:
 def open_env(host: str | HostProfile, env_name: str | None = None, *, accept_new_host: bool = False,
              events: Events | None = None) -> Iterator[EnvSession]:
     """A session on host (a name, or a profile already loaded) for env_name (None: the default)."""
+    from devenv.remote.envkey import chosen_key
     from devenv.remote.pool import get_connection
 
     profile = hostref.load_host(host) if isinstance(host, str) else host  # a profile, or an ssh destination
+    chosen_key()  # a bad $DEVENV_SSH_KEY is bad input (exit 2), said before any connection is tried
     session = EnvSession(profile, get_connection(profile, accept_new_host=accept_new_host), env_name, events)
     try:
         yield session
