@@ -130,7 +130,7 @@ def test_yes_recreates_without_asking():
 def test_a_container_with_our_name_but_no_labels_is_refused():
     runtime = MemoryRuntime(images={ENV.image: "sha256:img"})
     runtime.add_container(NAME, "running", {})
-    with pytest.raises(DevenvError, match="devenv did not make it"):
+    with pytest.raises(DevenvError, match="exists on memhost but is not this environment"):
         backend(runtime).up(ENV, Key(), events=Recorder(), options=UpOptions())
     assert not runtime.did("remove") and not runtime.did("create")
 
