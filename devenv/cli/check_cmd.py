@@ -17,7 +17,16 @@ from devenv.cli.common import (
     worst_exit_code,
 )
 from devenv.cli.render import emit_json, print_checks
-from devenv.services.preflight import run_check
+from devenv.services.preflight import run_check as _run_host_check
+
+
+def run_check(conn, host_profile, env_profile):
+    """The host's checks; a Slurm login node's are the cluster's (services/cluster_check.py)."""
+    if host_profile.runtime == "slurm":
+        from devenv.services.cluster_check import run_cluster_check
+
+        return run_cluster_check(conn, host_profile, env_profile)
+    return _run_host_check(conn, host_profile, env_profile)
 
 
 def _check_one(name: str, env: str | None, accept_new_host: bool):

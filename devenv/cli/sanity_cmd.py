@@ -38,9 +38,12 @@ EXIT_FAIL, EXIT_NO_GPU = 1, 4
 @click.option("--compare-last", is_flag=True, help="Compare with the last saved report of this host.")
 @click.option("--no-save", is_flag=True, help="Do not save the report under devenv's state folder.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report and verdict as JSON.")
+@click.option("--nodes", type=click.IntRange(1, 1024), default=None, metavar="N",
+              help="On a Slurm cluster: the multi-node checks across N nodes (srun + torchrun).")
 @accept_new_host_option
 def sanity(hosts: tuple[str, ...], suite: str, env: str | None, python: str | None, on_host: bool, only: str,
-           inject: str | None, compare_last: bool, no_save: bool, as_json: bool, accept_new_host: bool) -> None:
+           inject: str | None, compare_last: bool, no_save: bool, as_json: bool, accept_new_host: bool,
+           nodes: int | None) -> None:
     """Prove HOST's GPU delivers: matmul rates and memory bandwidth against its SKU, repeatable results,
     and GPT- and ResNet-style training in fp32, TF32, fp16 + GradScaler and bf16.
 
@@ -48,6 +51,11 @@ def sanity(hosts: tuple[str, ...], suite: str, env: str | None, python: str | No
     3 when the host cannot be reached. HOST may be an @group: the hosts run in parallel, a verdict each.
     """
     names = host_names(hosts)
+    if nodes is not None or (len(names) == 1 and load_host(names[0]).runtime == "slurm"):
+        from devenv.cli.sanity_cluster import cluster_sanity
+
+        cluster_sanity(names, nodes, python, as_json, accept_new_host)
+        return
     if len(names) > 1 or hosts[0].startswith("@"):
         _sanity_group(names, suite, env, python, on_host, only, inject, no_save, as_json, accept_new_host)
         return
