@@ -128,7 +128,8 @@ def node_job_failed(out: Output, wait_s: int) -> CheckResult:
     said = [ln.strip() for ln in (out.stderr + out.stdout).splitlines() if ln.strip()]
     text = "; ".join(ln.removeprefix("srun: error: ").removeprefix("srun: ") for ln in said[-2:]) or \
         f"exit code {out.exit_code}"
-    if "immediate" in text.lower() or "unable to allocate" in text.lower() and "immediate" in text.lower():
+    waited = " ".join(said).lower()
+    if "queued and waiting" in waited or "nodes are busy" in waited or "immediate" in waited:
         return CheckResult("node.job", "Probe job on a compute node", WARN,
                            f"no node free within {wait_s} s: the compute nodes were not probed ({text})",
                            "run `devenv check` again when the queue is shorter")

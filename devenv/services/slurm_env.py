@@ -190,8 +190,14 @@ class SlurmEnvironments:
         events.step(f"Submitting the job ({_describe(self.settings)})")
         job_id = self.slurm.submit(request, script)
         envstate.update(self.host.name, env.name, container=job_id, token=token, ports={})
-        job = self._wait_start(env.name, job_id, events)
-        state = self._wait_ready(env.name, job, events, ready_timeout)
+        try:
+            job = self._wait_start(env.name, job_id, events)
+            state = self._wait_ready(env.name, job, events, ready_timeout)
+        except BaseException as exc:   # Jupyter never answered, Ctrl-C, a lost connection: leave no orphan job
+            self._cancel_quietly(job_id)
+            if isinstance(exc, jupyter.NotReady):
+                exc.hint = f"devenv cancelled job {job_id}; " + (exc.hint or "")
+            raise
         status = self._status(env.name, job, state)
         envstate.update(self.host.name, env.name, container=job_id, token=token, ports=status.ports)
         return status, action, token, self._clock() - started
@@ -287,6 +293,15 @@ class SlurmEnvironments:
         envstate.forget(self.host.name, env_name)
         return removed
 
+    def _cancel_quietly(self, job_id: str) -> None:
+        """scancel a job this call submitted, unless Slurm has already ended it; never raises (best effort)."""
+        try:
+            job = self.slurm.job(job_id)
+            if job is not None and job.phase in LIVE:
+                self.slurm.cancel(job_id)
+        except Exception:  # noqa: BLE001 (cleaning up on the way out of another error: that error is the news)
+            pass
+
     def _token(self, env_name: str) -> str:
         cached = envstate.load(self.host.name, env_name).get("token")
         token = cached or self.files.read_token(self.key(env_name))
@@ -316,6 +331,13 @@ class SlurmEnvironments:
         """(status, token, node, port on the node's loopback)."""
         status, _, state = self.running(env_name)
         return status, self._token(env_name), state["node"], int(state["port"])
+
+    def jupyter_relay(self, env_name: str) -> tuple[EnvStatus, str, Callable[[], str], Callable[[], str | None]]:
+        """What a tunnel to the env's Jupyter needs: (status, token, the login node's relay command, a watcher
+        saying why the job ended, else None). The caller's CommandTunnel runs the command per connection."""
+        status, job, state = self.running(env_name)
+        command = self.relay_command(job.job_id, state["node"], int(state["port"]))
+        return status, self._token(env_name), lambda: command, lambda: self.ended_reason(env_name, job.job_id)
 
     def relay_command(self, job_id: str, node: str, port: int) -> str:
         """The login node's command whose stdin/stdout is 127.0.0.1:port on the node (srun --overlap relay)."""
