@@ -116,7 +116,7 @@ def open_tunnel(svc, env: str):
     from devenv.remote.tunnels import Forward
 
     status, token, command, watch = svc.jupyter_relay(env)
-    forward = Forward("jupyter", free_port(), status.ports["jupyter"])
+    forward = Forward("jupyter", "127.0.0.1", status.ports["jupyter"], free_port())
     return CommandTunnel(svc.conn, [forward], lambda f: command(), watch=watch, watch_every=2.0), forward, token
 
 
