@@ -2,7 +2,8 @@
 connecting, running over several hosts, and the one exit-code contract.
 
 Exit codes (every command): 0 ok, 1 a check or verdict failed, 2 bad input, 3 cannot connect, 4 no GPU proven,
-70 internal error (a bug). Over several hosts (@group), the most telling code wins: 70, 2, 3, 4, then 1.
+5 GPU shared (sanity's BUSY: speed not judged), 70 internal error (a bug). Over several hosts (@group), the most
+telling code wins: 70, 2, 3, 4, 5, then 1.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ from devenv.remote.base import Connection
 
 T = TypeVar("T")
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_CONNECT, EXIT_NO_GPU, EXIT_INTERNAL = 0, 1, 2, 3, 4, 70
-_PRIORITY = (EXIT_INTERNAL, EXIT_BAD_INPUT, EXIT_CONNECT, EXIT_NO_GPU, EXIT_FAILED)
+EXIT_BUSY = 5
+_PRIORITY = (EXIT_INTERNAL, EXIT_BAD_INPUT, EXIT_CONNECT, EXIT_NO_GPU, EXIT_BUSY, EXIT_FAILED)
 
 env_option = click.option(
     "--env", "-e", "env", metavar="ENV",
@@ -31,6 +33,18 @@ accept_new_host_option = click.option(
     "--accept-new-host", is_flag=True,
     help="Trust and record the host key of a host not yet in known_hosts (a changed key is always refused).",
 )
+
+
+def gpus_option(ctx, param, value):
+    """--gpus: all | none | N (N free GPUs) | 0,1 / device=1 (devenv.gpu.choose), as the canonical string."""
+    if value is None:
+        return None
+    from devenv.gpu.choose import parse_gpus
+
+    try:
+        return parse_gpus(value)
+    except ValueError as e:
+        raise click.BadParameter(str(e)) from None
 
 
 def resolve_env(host: HostProfile, flag: str | None) -> EnvProfile:

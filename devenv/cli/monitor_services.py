@@ -94,9 +94,13 @@ def services_for(host_profiles: dict, accept_new_host: bool = False) -> MonitorS
         return services
 
     def run_sanity(name: str, progress: Progress) -> str:
-        profile = host_profiles[name]
-        result = sanity.run_sanity(conn(name), python=profile.python, suite="quick",
-                                   on_event=lambda event: _sanity_progress(event, progress))
+        from devenv.cli.sanity_target import sanity_target
+
+        # where `devenv sanity HOST` runs: in the environment when there is one, with the host's GPUs watched
+        with sanity_target(host_profiles[name], conn(name), None, False, host_if_no_env=True) as target:
+            result = sanity.run_sanity(target.conn, python=target.python, suite="quick",
+                                       on_event=lambda event: _sanity_progress(event, progress),
+                                       host_conn=target.host_conn, container=target.container, among=target.among)
         sanity_history.save_report(name, result.report, result.verdict, suite="quick")
         return f"{result.verdict.status.upper()}: {result.verdict.summary}"
 

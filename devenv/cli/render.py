@@ -18,6 +18,8 @@ STATUS_STYLE = {
     "fail": ("FAIL", "red"),
     "skip": ("SKIP", "bright_black"),
     "info": ("INFO", "cyan"),
+    "not-judged": ("BUSY", "magenta"),  # measured on a shared GPU: shown, not judged
+    "busy": ("BUSY", "magenta"),
 }
 
 

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 
 import click
 
 from devenv.cli import main
-from devenv.cli.common import accept_new_host_option, connect, env_option, load_host, resolve_env
+from devenv.cli.common import accept_new_host_option, connect, env_option, gpus_option, load_host, resolve_env
 from devenv.cli.envcommon import (
     build_input_options,
     hold,
@@ -19,6 +20,7 @@ from devenv.cli.progress import ProgressPrinter
 from devenv.cli.render import emit_json, print_checks
 from devenv.env.image_context import BuildInputs
 from devenv.services import provision
+from devenv.services.gpu_occupancy import gpu_picker
 from devenv.services.preflight import run_check
 
 
@@ -43,10 +45,14 @@ class CliEvents(ProgressPrinter, provision.UpEvents):
                                                                "(the workspace is kept).")
 @click.option("--ready-timeout", type=click.FloatRange(1, 3600), default=180, show_default=True,
               help="Seconds to wait for Jupyter and sshd to answer.")
+@click.option("--gpus", "gpus", metavar="N|0,1|all|none", callback=gpus_option,
+              help="GPUs for the environment, instead of the profile's `gpus:`; N = N free ones, picked now.")
+@click.option("--allow-busy", is_flag=True, help="With gpus: N, take busy GPUs when too few are free.")
 @build_input_options
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON (implies --detach).")
 def up(host: str, env: str | None, accept_new_host: bool, detach: bool, assume_yes: bool, ready_timeout: float,
-       ca_bundle: str | None, wheelhouse: str | None, offline: bool, as_json: bool) -> None:
+       gpus: str | None, allow_busy: bool, ca_bundle: str | None, wheelhouse: str | None, offline: bool,
+       as_json: bool) -> None:
     """Make (or reattach to) the environment on HOST: check, image, container, Jupyter and sshd, tunnels.
 
     Running it again is safe: a running environment with the same spec is only reattached; a changed one is
@@ -54,12 +60,15 @@ def up(host: str, env: str | None, accept_new_host: bool, detach: bool, assume_y
     """
     host_profile = load_host(host)
     env_profile = resolve_env(host_profile, env)
+    if gpus is not None:
+        env_profile = dataclasses.replace(env_profile, gpus=gpus)
     conn = connect(host_profile, accept_new_host)
     events = CliEvents()
-    options = provision.UpOptions(BuildInputs.from_options(ca_bundle, wheelhouse, offline), ready_timeout, assume_yes)
+    options = provision.UpOptions(BuildInputs.from_options(ca_bundle, wheelhouse, offline), ready_timeout, assume_yes,
+                                  pick_gpus=gpu_picker(conn, host, allow_busy=allow_busy, on_note=events.step))
 
     def preflight():
-        report = run_check(conn, host_profile, env_profile)
+        report = run_check(conn, host_profile, env_profile, allow_busy=allow_busy)
         if not report.ok:
             print_checks(report)
         return report

@@ -73,7 +73,7 @@ class EnvProfile:
     volumes: dict[str, str] = field(default_factory=lambda: {"workspace": "/workspace"})
     env: dict[str, str] = field(default_factory=dict)
     shm_size: str = "8g"
-    gpus: str = "all"
+    gpus: str = "all"                 # all | none | free:N (gpus: N) | "0,1" (devenv.gpu.choose)
     jupyter: bool = True
     sshd: bool = True
 
@@ -176,13 +176,17 @@ def _mapping_of(value_parser: Callable, key_pattern: str = r"[A-Za-z_][A-Za-z0-9
 
 
 def _gpus(ctx, node, where):
+    """all | none | N (N free GPUs, picked at `up`) | [0, 1] / "0,1" / device=1 (those GPUs): devenv.gpu.choose."""
+    from devenv.gpu.choose import parse_gpus
+
     if isinstance(node, yaml.SequenceNode):
         ids = [_int(ctx, n, f"{where}[{i}]", 0, 1023) for i, n in enumerate(node.value)]
         return ",".join(str(i) for i in ids)
-    text = _scalar(ctx, node, where, "'all', 'none' or GPU indices")
-    if text in ("all", "none") or re.fullmatch(r"\d+(,\d+)*", text):
-        return text
-    raise ctx.fail(node, where, f"expected 'all', 'none' or indices like '0,1', got '{text}'", f"write {where}: all")
+    text = _scalar(ctx, node, where, "'all', 'none', a count or GPU indices")
+    try:
+        return parse_gpus(text)
+    except ValueError as e:
+        raise ctx.fail(node, where, str(e), f"write {where}: all, {where}: 2 (two free GPUs) or {where}: [0, 1]")            from None
 
 
 def _fields(ctx: _Ctx, node: yaml.Node, where: str, schema: dict[str, Callable]) -> dict[str, Any]:

@@ -27,6 +27,7 @@ from devenv.env.info import (
     status_from_container,
 )
 from devenv.errors import DevenvError
+from devenv.gpu import choose as gpu_choose
 from devenv.services import images, jupyter
 
 AUTHORIZED_KEYS_FILE = "/etc/devenv/authorized_keys"
@@ -51,6 +52,8 @@ class UpOptions:
     build_inputs: BuildInputs = field(default_factory=BuildInputs)
     ready_timeout: float = jupyter.READY_TIMEOUT
     assume_yes: bool = False          # recreate a changed environment without asking
+    # gpus: N (free:N) -> the host GPUs to give ("1,3"), picked when the container is made (services.gpu_occupancy)
+    pick_gpus: Callable[[int], str] | None = None
 
 
 @dataclass
@@ -146,13 +149,26 @@ class Provisioner:
             volume = envspec.volume_name(self.owner, env.name, role)
             if self.runtime.ensure_volume(volume, self._volume_labels(env.name, role)):
                 events.step(f"Created volume {volume}")
-        container, token, notes = self._create_and_start(env, spec, public_key, events)
+        chosen = self._pick_gpus(spec, options, events)
+        container, token, notes = self._create_and_start(env, spec, public_key, events, chosen)
         self._wait(env, container, options, events)
         result = self._result(env, container, action, token, started, image_action)
         result.notes.extend(notes)
         return result
 
-    def _create_and_start(self, env: EnvProfile, spec: dict, public_key: str, events: UpEvents):
+    def _pick_gpus(self, spec: dict, options: UpOptions, events: UpEvents) -> str | None:
+        count = gpu_choose.count_of(str(spec["gpus"]))
+        if count is None:
+            return None
+        if options.pick_gpus is None:
+            raise DevenvError(f"the environment asks for {count} free GPU(s), and nothing here can pick them",
+                              "name the GPUs in the profile (gpus: [0, 1]) or use `devenv up`")
+        chosen = options.pick_gpus(count)
+        events.step(f"Picked GPU {chosen} ({gpu_choose.describe_ask(str(spec['gpus']))})")
+        return chosen
+
+    def _create_and_start(self, env: EnvProfile, spec: dict, public_key: str, events: UpEvents,
+                          chosen_gpus: str | None = None):
         """Create and start. A taken preferred port is replaced by a free one, a ulimit the host refuses is
         dropped; both are said in the result's notes."""
         any_port: set[str] = set()
@@ -160,7 +176,8 @@ class Provisioner:
         notes: list[str] = [f"{self.host.name} refuses ulimit {name} for containers (learned earlier); "
                             f"started without it" for name in sorted(refused)]
         while True:
-            request = envspec.container_request(spec, self.owner, self.host.name, __version__, any_port)
+            request = envspec.container_request(spec, self.owner, self.host.name, __version__, any_port,
+                                                chosen_gpus)
             for name in refused:
                 request.ulimits.pop(name, None)
             events.step(f"Creating container {request.name}")
