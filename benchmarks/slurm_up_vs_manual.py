@@ -69,14 +69,6 @@ def ssh(testhost: Path, *words: str, **kw) -> subprocess.CompletedProcess:
     return subprocess.run(argv, capture_output=True, text=True, timeout=120, **kw)
 
 
-class Events:
-    def step(self, text: str) -> None:
-        pass
-
-    def confirm(self, question, diff) -> bool:
-        return True
-
-
 def devenv_once(python: str) -> float:
     from devenv.config import hostref
     from devenv.config.profiles import load_env
@@ -91,7 +83,7 @@ def devenv_once(python: str) -> float:
     host = hostref.load_host("benchcluster")
     conn = get_connection(host)
     svc = SlurmEnvironments(host, conn, Slurm(conn, host.name), HostRuntime(conn, host))
-    svc.up(load_env(ENV_NAME), events=Events())
+    svc.up(load_env(ENV_NAME))
     status, token, command, watch = svc.jupyter_relay(ENV_NAME)
     forward = Forward("jupyter", "127.0.0.1", status.ports["jupyter"], free_port())
     tunnel = CommandTunnel(conn, [forward], lambda f: command(), watch=watch)

@@ -44,6 +44,7 @@ def gpu_box(isolated_home, monkeypatch, tmp_path):
     apps.write_text("")
     monkeypatch.setenv("PATH", f"{REPLAY_DIR}:{os.environ['PATH']}")
     monkeypatch.setenv("REPLAY_APPS", str(apps))
+    monkeypatch.setenv("REPLAY_APPS_LIVE", "1")           # a job that ends leaves the list
     monkeypatch.setenv("REPLAY_SELF_APPS", str(apps))   # the run itself shows on GPU 0 too
     monkeypatch.setenv("REPLAY_GPUS", "1")
     return apps
@@ -100,6 +101,20 @@ def test_wait_idle_gives_up_on_a_gpu_that_stays_busy_with_exit_5(gpu_box, other_
     assert "waiting for free GPUs (0 of 1 s)" in done.output
     assert "Error: still busy after waiting" in done.output and f"pid {other_job.pid}" in done.output
     assert "Hint: wait longer (`--wait-idle SECONDS`)" in done.output
+
+
+def test_wait_idle_waits_for_a_job_that_ends_then_judges(gpu_box, monkeypatch):
+    monkeypatch.setenv("REPLAY_TICK", IDLE_TICK)
+    job = subprocess.Popen(["sleep", "4"])  # someone's job that ends: while it lives it holds GPU 0
+    try:
+        on_gpu0(gpu_box, job)
+        done = CliRunner().invoke(main, ["sanity", "gpu-box", "--no-save", "--wait-idle", "120"])
+    finally:
+        job.kill()
+        job.wait()
+    assert done.exit_code == 0, done.output
+    assert f"waiting for free GPUs (0 of 120 s): GPU 0 is busy with pid {job.pid}" in done.output
+    assert "GPU 0 free: starting" in done.output and "PASS  gpu-box: NVIDIA H200" in done.output
 
 
 def test_wait_idle_on_a_free_gpu_starts_at_once(gpu_box, monkeypatch):

@@ -8,15 +8,14 @@ telling code wins: 70, 2, 3, 4, 5, then 1.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
 import click
 
-from devenv.config import hostref, profiles
-from devenv.config.profiles import EnvProfile, HostProfile
+from devenv.config import hostref
+from devenv.config.profiles import HostProfile
 from devenv.errors import DevenvError
 from devenv.remote.base import Connection
 
@@ -45,11 +44,6 @@ def gpus_option(ctx, param, value):
         return parse_gpus(value)
     except ValueError as e:
         raise click.BadParameter(str(e)) from None
-
-
-def resolve_env(host: HostProfile, flag: str | None) -> EnvProfile:
-    """Merge order: host profile's default_env < $DEVENV_ENV < --env."""
-    return profiles.load_env(flag or os.environ.get("DEVENV_ENV") or host.default_env)
 
 
 def connect(host: HostProfile, accept_new_host: bool = False) -> Connection:

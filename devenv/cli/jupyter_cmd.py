@@ -7,10 +7,9 @@ import webbrowser
 import click
 
 from devenv.cli import main
-from devenv.cli.common import accept_new_host_option, connect, env_option, load_host, resolve_env
-from devenv.cli.envcommon import hold, open_forwards, open_provisioner
-from devenv.env.spec import CONTAINER_PORTS
-from devenv.services import jupyter
+from devenv.cli.common import accept_new_host_option, env_option
+from devenv.cli.envcommon import hold
+from devenv.services.session import open_env
 
 
 @main.command("jupyter")
@@ -23,22 +22,11 @@ from devenv.services import jupyter
 def jupyter_cmd(host: str, env: str | None, accept_new_host: bool, local_port: int | None,
                 open_browser: bool) -> None:
     """Open a tunnel to the environment's Jupyter on HOST and print its URL (with the token) until Ctrl-C."""
-    host_profile = load_host(host)
-    env_profile = resolve_env(host_profile, env)
-    conn = connect(host_profile, accept_new_host)
-    with open_provisioner(host_profile, conn, with_key=False) as (prov, _):
-        status, token = prov.jupyter_access(env_profile.name)
-    host_port = status.ports["jupyter"]
-    if host_profile.local:  # already on this machine's 127.0.0.1: nothing to forward
-        url = jupyter.lab_url(host_port, token)
-        click.echo(url)
-        if open_browser:
-            webbrowser.open(url)
-        return
-    preferred = local_port or env_profile.ports.get("jupyter", CONTAINER_PORTS["jupyter"])
-    tunnel = open_forwards(host_profile, conn, [("jupyter", "127.0.0.1", host_port, preferred)])
-    url = jupyter.lab_url(tunnel.forwards[0].local_port, token)
+    with open_env(host, env, accept_new_host=accept_new_host) as session:
+        access = session.backend.jupyter_access(session.env.name)
+    url, tunnel = session.open_jupyter(access, local_port)  # None: already on this machine's 127.0.0.1
     click.echo(url)
     if open_browser:
         webbrowser.open(url)
-    hold(tunnel, host_profile)
+    if tunnel is not None:
+        hold(tunnel, host)

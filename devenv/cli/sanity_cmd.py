@@ -7,7 +7,6 @@ import click
 from devenv.cli import main
 from devenv.cli.common import (
     accept_new_host_option,
-    connect,
     env_option,
     gpus_option,
     host_names,
@@ -15,9 +14,9 @@ from devenv.cli.common import (
     per_host,
     worst_exit_code,
 )
-from devenv.cli.render import STATUS_STYLE, emit_json
-from devenv.cli.sanity_target import sanity_target
-from devenv.sanity.verdict import BUSY, FAIL, NO_GPU, fmt
+from devenv.cli.render import STATUS_STYLE, emit_json, print_result
+from devenv.sanity.verdict import BUSY, FAIL, NO_GPU, NOT_JUDGED, Status, fmt
+from devenv.services.session import open_env
 
 EXIT_FAIL, EXIT_NO_GPU, EXIT_BUSY = 1, 4, 5
 EXIT_OF = {FAIL: EXIT_FAIL, NO_GPU: EXIT_NO_GPU, BUSY: EXIT_BUSY}
@@ -74,11 +73,10 @@ def sanity(hosts: tuple[str, ...], suite: str, env: str | None, python: str | No
     from devenv.services import sanity_history as history
     from devenv.services.sanity import run_sanity
 
-    host_profile = load_host(host)
-    conn = connect(host_profile, accept_new_host)
     stages = tuple(s.strip() for s in only.split(",") if s.strip())
     on_event = None if as_json else _live_printer()
-    with sanity_target(host_profile, conn, env, on_host) as target:
+    with open_env(host, env, accept_new_host=accept_new_host) as session:
+        target = session.command_target(on_host)
         if not as_json:
             click.echo(f"Running the {suite} sanity suite on {host} ({target.where})...", err=True)
         result = run_sanity(target.conn, python=python or target.python, suite=suite, on_event=on_event,
@@ -118,9 +116,8 @@ def _sanity_group(names, suite, env, python, on_host, only, inject, no_save, as_
     stages = tuple(s.strip() for s in only.split(",") if s.strip())
 
     def one(name: str):
-        host_profile = load_host(name)
-        conn = connect(host_profile, accept_new_host)
-        with sanity_target(host_profile, conn, env, on_host) as target:
+        with open_env(name, env, accept_new_host=accept_new_host) as session:
+            target = session.command_target(on_host)
             result = run_sanity(target.conn, python=python or target.python, suite=suite, on_event=None,
                                 inject=inject, only=stages, host_conn=target.host_conn, container=target.container,
                                 among=target.among, **sharing)
@@ -150,18 +147,6 @@ def _sanity_group(names, suite, env, python, on_host, only, inject, no_save, as_
         raise SystemExit(code)
 
 
-def _badge(status: str) -> str:
-    label, color = STATUS_STYLE.get(status, (status.upper(), None))
-    return click.style(f"{label:<4}", fg=color, bold=True)
-
-
-def _check_line(c) -> str:
-    value = "" if c.measured is None else f"{fmt(c.measured)} {c.unit}".strip()
-    bound = f" (needs {c.threshold})" if c.threshold and c.status in ("warn", "fail") else ""
-    why = f"  - {c.reason}" if c.status in ("warn", "fail", "skip", "not-judged") or c.measured is None else ""
-    return f"  {_badge(c.status)}  {c.name}  {value}{bound}{why}"
-
-
 def _live_printer():
     def on_event(event: dict) -> None:
         kind = event.get("event")
@@ -169,7 +154,7 @@ def _live_printer():
             click.echo(click.style(f"[{event.get('i')}/{event.get('n')}] {event.get('msg')}", dim=True), err=True)
         elif kind == "result":
             for c in event.get("checks") or []:
-                click.echo(_check_line(c), err=True)
+                print_result(c.as_result(), err=True)
     return on_event
 
 
@@ -179,22 +164,18 @@ def _print_summary(result) -> None:
     if amp:
         click.echo("Mixed precision against fp32 / tf32:")
         for c in amp:
-            click.echo(_check_line(c))
-    fails = [c for c in v.checks if c.status in ("fail", "warn")]
+            print_result(c.as_result())
+    fails = [c for c in v.checks if c.status in (FAIL, Status.WARN)]
     if fails:
         click.echo("Needs attention:")
         for c in fails:
-            click.echo(_check_line(c))
-            if c.source:
-                click.echo(click.style(f"          threshold from: {c.source}", dim=True))
-    busy = [c for c in v.checks if c.status == "not-judged"]
+            print_result(c.as_result(), source=True)
+    busy = [c for c in v.checks if c.status == NOT_JUDGED]
     if busy:
         click.echo("Not judged (the GPU was shared):")
         for c in busy:
-            click.echo(_check_line(c))
-    label = {"pass": "PASS", "warn": "WARN", "fail": "FAIL", NO_GPU: "NO GPU", BUSY: "BUSY"}.get(
-        v.status, v.status.upper())
-    color = {"pass": "green", "warn": "yellow", "fail": "red", BUSY: "magenta"}.get(v.status, "cyan")
+            print_result(c.as_result())
+    label, color = STATUS_STYLE.get(Status(v.status), (str(v.status).upper(), "cyan"))
     click.echo(f"{click.style(label, fg=color, bold=True)}  {result.host}: {v.summary} ({result.wall_s:.0f} s)")
 
 

@@ -5,20 +5,18 @@ from __future__ import annotations
 import click
 
 from devenv.cli import main
-from devenv.cli.common import accept_new_host_option, connect, host_names, load_host, per_host, worst_exit_code
-from devenv.cli.envcommon import open_provisioner
+from devenv.cli.common import accept_new_host_option, host_names, load_host, per_host, worst_exit_code
 from devenv.cli.render import emit_json
 from devenv.config import hostref
 from devenv.errors import DevenvError
+from devenv.services.session import open_env
 
 STATE_COLOR = {"running": "green", "created": "yellow", "exited": "red", "restarting": "red", "absent": None}
 
 
 def _host_status(name: str, accept_new_host: bool) -> list:
-    host = load_host(name)
-    conn = connect(host, accept_new_host)
-    with open_provisioner(host, conn, with_key=False) as (prov, _):
-        return prov.status()
+    with open_env(name, accept_new_host=accept_new_host) as session:
+        return session.backend.status()
 
 
 @main.command()

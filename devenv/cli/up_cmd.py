@@ -2,37 +2,16 @@
 
 from __future__ import annotations
 
-import dataclasses
-import sys
-
 import click
 
 from devenv.cli import main
-from devenv.cli.common import accept_new_host_option, connect, env_option, gpus_option, load_host, resolve_env
-from devenv.cli.envcommon import (
-    build_input_options,
-    hold,
-    open_forwards,
-    open_provisioner,
-    print_access,
-)
+from devenv.cli.common import accept_new_host_option, env_option, gpus_option
+from devenv.cli.envcommon import build_input_options, hold, print_access
 from devenv.cli.progress import ProgressPrinter
-from devenv.cli.render import emit_json, print_checks
+from devenv.cli.render import emit_json
 from devenv.env.image_context import BuildInputs
-from devenv.services import provision
-from devenv.services.gpu_occupancy import gpu_picker
-from devenv.services.preflight import run_check
-
-
-class CliEvents(ProgressPrinter, provision.UpEvents):
-    def confirm(self, question: str, details: list[str]) -> bool:
-        self._end_line()
-        click.echo(question, err=True)
-        for line in details:
-            click.echo(f"    {line}", err=True)
-        if not sys.stdin.isatty():
-            return False  # never recreate silently; the error says to pass --yes
-        return click.confirm("Recreate?", default=False, err=True)
+from devenv.services.backend import UpOptions
+from devenv.services.session import open_env
 
 
 @main.command()
@@ -58,42 +37,28 @@ def up(host: str, env: str | None, accept_new_host: bool, detach: bool, assume_y
     Running it again is safe: a running environment with the same spec is only reattached; a changed one is
     shown as a diff and recreated on confirmation, keeping the workspace; a half-made one is finished.
     """
-    host_profile = load_host(host)
-    env_profile = resolve_env(host_profile, env)
-    if gpus is not None:
-        env_profile = dataclasses.replace(env_profile, gpus=gpus)
-    conn = connect(host_profile, accept_new_host)
-    events = CliEvents()
-    options = provision.UpOptions(BuildInputs.from_options(ca_bundle, wheelhouse, offline), ready_timeout, assume_yes,
-                                  pick_gpus=gpu_picker(conn, host, allow_busy=allow_busy, on_note=events.step))
-
-    def preflight():
-        report = run_check(conn, host_profile, env_profile, allow_busy=allow_busy)
-        if not report.ok:
-            print_checks(report)
-        return report
-
-    with open_provisioner(host_profile, conn) as (prov, key):
-        result = prov.up(env_profile, key.public_line if key else "", key.fingerprint if key else "",
-                         events=events, options=options, preflight=preflight)
-    events._end_line()
+    options = UpOptions(BuildInputs.from_options(ca_bundle, wheelhouse, offline), ready_timeout, assume_yes,
+                        allow_busy)
+    events = ProgressPrinter()
+    with open_env(host, env, accept_new_host=accept_new_host, events=events) as session:
+        session.use_gpus(gpus)
+        if not (detach or as_json):
+            session.prestart_tunnels()
+        result = session.up(options)
+    events.done()
+    env_profile = session.env
     if as_json:
         emit_json({"host": host, "env": env_profile.name, "action": result.action,
                    "image": result.image_action, "elapsed_s": round(result.elapsed_s, 3),
                    "status": result.status.to_dict(), "notes": result.notes})
         return
-    verb = {"created": "created", "recreated": "recreated", "started": "started", "reattached": "reattached"}
-    click.secho(f"Environment '{env_profile.name}' on {host} {verb[result.action]} in {result.elapsed_s:.1f} s",
+    click.secho(f"Environment '{env_profile.name}' on {host} {result.action} in {result.elapsed_s:.1f} s",
                 fg="green", bold=True)
-    if key and env_profile.sshd and result.host_key and "ssh" in result.status.ports:
-        from devenv.cli.ssh_cmd import write_env_entry
-
-        write_env_entry(host_profile, env_profile.name, result.status.ports["ssh"], result.host_key, key.private_path)
-    if detach or host_profile.local or not (env_profile.jupyter and "jupyter" in result.status.ports):
-        print_access(host_profile, env_profile, result.status, result.token, detach=detach)
+    access = session.jupyter_of(result)
+    if detach or access is None or (session.host.local and access.relay is None):
+        print_access(session, env_profile, result.status, result.token, detach=detach)
         return
-    preferred = env_profile.ports.get("jupyter", 8888)
-    tunnel = open_forwards(host_profile, conn, [("jupyter", "127.0.0.1", result.status.ports["jupyter"], preferred)])
-    print_access(host_profile, env_profile, result.status, result.token, detach=False,
-                 local_ports={"jupyter": tunnel.forwards[0].local_port})
-    hold(tunnel, host_profile)
+    url, tunnel = session.open_jupyter(access)
+    print_access(session, env_profile, result.status, result.token, detach=False, jupyter_url=url)
+    if tunnel is not None:
+        hold(tunnel, host)

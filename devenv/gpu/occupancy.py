@@ -226,6 +226,17 @@ def foreign(samples: Iterable[Occupancy], me: RunIdentity | None, uuids: Iterabl
     return out
 
 
+def whose(proc: ProcessSample, login_user: str | None, owner: str) -> str | None:
+    """'other user' / 'other env' / both, for a process that is not the viewer's: run by another user than the
+    one devenv logs in as, or in a container that is not one of this owner's environments (devenv-<owner>-*)."""
+    marks = []
+    if login_user and proc.user and proc.user != login_user:
+        marks.append("other user")
+    if proc.container and not proc.container.startswith(f"devenv-{owner}-"):
+        marks.append("other env")
+    return ", ".join(marks) or None
+
+
 def describe_gpu(index: int | None, sharers: list[Sharer], verb: str = "was shared with") -> str:
     """'GPU 0 was shared with pid 820 (root, python3, 1.1 GiB, 100% util)' (several joined with ' and ')."""
     where = f"GPU {index}" if index is not None else "a GPU"

@@ -14,12 +14,11 @@ from typing import Any
 
 import yaml
 
-SKU_TABLE_PATH = Path(__file__).parent / "data" / "gpu_skus.yaml"
+from devenv.checks.report import FAIL, INFO, NO_GPU, PASS, SKIP, WARN, CheckResult, Status
 
-PASS, WARN, FAIL, INFO, SKIP = "pass", "warn", "fail", "info", "skip"
-NOT_JUDGED = "not-judged"  # a speed measured on a GPU another process was using: shown, never judged
-NO_GPU = "no-gpu"
-BUSY = "busy"  # the verdict when speed went unjudged because a target GPU was shared
+SKU_TABLE_PATH = Path(__file__).parent / "data" / "gpu_skus.yaml"
+NOT_JUDGED = Status.NOT_JUDGED  # a speed measured on a GPU another process was using: shown, never judged
+BUSY = Status.BUSY  # the verdict when speed went unjudged because a target GPU was shared
 _RANK = {FAIL: 3, WARN: 2, PASS: 1, INFO: 0, SKIP: 0, NOT_JUDGED: 0}
 SHARED_SOURCE = ("DCGM diagnostics refuse to judge a GPU that other processes use: their numbers measure the "
                  "sharing, not the GPU")
@@ -58,7 +57,7 @@ DDP_SYNC_SOURCE = "DistributedDataParallel keeps every rank's weights identical 
 @dataclass(frozen=True)
 class Check:
     name: str  # what was judged, for people: "matmul bf16: rate"
-    status: str  # pass | warn | fail | info | skip
+    status: Status  # pass | warn | fail | info | skip
     measured: Any = None
     unit: str = ""
     threshold: str | None = None  # e.g. ">= 582.8" (already the number compared against)
@@ -67,13 +66,25 @@ class Check:
     check: str | None = None  # the script's result id (matmul_bf16, train_gpt_fp16, ...)
     gpu: int | None = None
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.status, Status):  # a plain word (a saved report, the script's events)
+            object.__setattr__(self, "status", Status(self.status))
+
+    def as_result(self) -> CheckResult:
+        """For the one renderer: the measured value, the bound it missed, and why."""
+        value = "" if self.measured is None else f"{fmt(self.measured)} {self.unit}".strip()
+        bound = f" (needs {self.threshold})" if self.threshold and self.status in (WARN, FAIL) else ""
+        why = f"  - {self.reason}" if self.status in (WARN, FAIL, SKIP, NOT_JUDGED) or self.measured is None else ""
+        return CheckResult(self.check or self.name, self.name, self.status, f"{value}{bound}{why}", None,
+                           {"source": self.source, "gpu": self.gpu})
+
     def to_dict(self) -> dict:
         return asdict(self)
 
 
 @dataclass(frozen=True)
 class Verdict:
-    status: str  # pass | warn | fail | busy | no-gpu
+    status: Status  # pass | warn | fail | busy | no-gpu
     summary: str
     gpu_proven: bool
     sku: str | None  # the matched SKU id, None for an unknown GPU or none
@@ -81,6 +92,10 @@ class Verdict:
     checks: tuple[Check, ...] = field(default_factory=tuple)
     shared: tuple[str, ...] = ()  # "GPU 0 was shared with pid 820 (...)", one per shared target GPU
     allow_busy: bool = False      # judged anyway although shared (--allow-busy)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.status, Status):
+            object.__setattr__(self, "status", Status(self.status))
 
     def counts(self) -> dict[str, int]:
         out: dict[str, int] = {}

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 
 from devenv.checks import cluster as cc
 from devenv.checks import host as hc
 from devenv.checks.compat_findings import compat_checks
-from devenv.checks.report import CheckReport, CheckResult
+from devenv.checks.report import PASS, CheckReport, CheckResult
 from devenv.cluster import slurm_job, slurm_text
 from devenv.cluster.slurm_job import SlurmSettings
 from devenv.config.profiles import EnvProfile, HostProfile
@@ -56,7 +57,9 @@ def run_cluster_check(conn: Connection, host: HostProfile, env: EnvProfile,
     """Every check for an environment job on the cluster behind `host`'s login node."""
     started = time.perf_counter()
     settings = host.slurm or SlurmSettings()
-    network_ms, command_ms = measure_latency(conn)   # raises ConnectError: nothing else can be checked
+    opener = getattr(conn, "open", None)
+    if opener is not None:
+        opener()  # raises ConnectError: nothing else can be checked
     results: list[CheckResult] = []
     emit = on_result or (lambda r: None)
 
@@ -65,9 +68,14 @@ def run_cluster_check(conn: Connection, host: HostProfile, env: EnvProfile,
             results.append(check)
             emit(check)
 
-    add(hc.judge_ssh(False, network_ms, _target(host) + " (login node)", command_ms))
     probes = login_probes()
-    out = hc.parse_batch(conn.run(hc.batch_script(probes), timeout=PROBE_TIMEOUT).stdout, probes)
+    with ThreadPoolExecutor(max_workers=1) as pool:   # the keepalive round trip overlaps the batch's
+        network = pool.submit(measure_latency, conn)
+        batch = conn.run(hc.batch_script(probes), timeout=PROBE_TIMEOUT)
+        network_ms = network.result()
+    command_ms = batch.startup_s * 1000 if batch.startup_s is not None else None
+    add(hc.judge_ssh(False, network_ms, _target(host) + " (login node)", command_ms))
+    out = hc.parse_batch(batch.stdout, probes)
     version = slurm_text.parse_version(out["version"].stdout) if out["version"].ok else None
     add(cc.judge_slurm(version, (out["version"].stderr or out["version"].stdout).strip()[:200]))
     if version is None:
@@ -101,7 +109,7 @@ def _node_checks(conn: Connection, host: HostProfile, env: EnvProfile, settings:
                 *cc.skipped_node_checks("the probe job did not run")]
     node, _, job_id = out["node"].stdout.strip().partition(" ")
     found: list[CheckResult] = [
-        CheckResult("node.job", "Probe job on a compute node", "pass", f"job {job_id} ran on {node}",
+        CheckResult("node.job", "Probe job on a compute node", PASS, f"job {job_id} ran on {node}",
                     None, {"node": node, "job_id": job_id}),
         cc.judge_containers(out["containers"], pyxis)]
     found += cc.on_node([hc.judge_os(out["os"]), hc.judge_python(out["python"], host.python)], node)

@@ -109,6 +109,7 @@ def wait_free(conn: Connection, gpus: str, *, host: str, timeout_s: float, among
     start = clock()
     said = None
     while True:
+        looked = clock() - start  # when this look began (the first says 0 s)
         occ = sample(conn)
         if not occ.gpus:
             raise DevenvError(f"cannot see {host}'s GPUs: {occ.error}", "check the driver with `devenv check`")
@@ -121,9 +122,9 @@ def wait_free(conn: Connection, gpus: str, *, host: str, timeout_s: float, among
                 raise GpusBusy(f"still busy after waiting {waited:.0f} s: {busy.message}",
                                "wait longer (`--wait-idle SECONDS`), choose other GPUs (`--gpus`), or run and "
                                "judge anyway with `--allow-busy`") from None
-            if on_wait is not None and (said is None or clock() - said >= 10 or waited == 0):
-                on_wait(f"waiting for free GPUs ({waited:.0f} of {timeout_s:.0f} s): {busy.message}")
-                said = clock()
+            if on_wait is not None and (said is None or looked - said >= 10):
+                on_wait(f"waiting for free GPUs ({looked:.0f} of {timeout_s:.0f} s): {busy.message}")
+                said = looked
             sleep(min(WAIT_STEP_S, max(0.0, timeout_s - waited)))
 
 

@@ -157,7 +157,9 @@ def _sharing(host_conn: Connection, report: dict, samples: list[Occupancy], me: 
     uuids = [g.get("uuid") for g in fp.get("gpus") or []]
     if choice is not None and not all(uuids):
         uuids = list(choice.uuids)  # CUDA_VISIBLE_DEVICES lists them in the run's order
-    known = bool(uuids) and all(uuids)
+    on_host = {g.uuid for occ in samples for g in occ.gpus if g.uuid}
+    # the run's GPUs by UUID, when the host's nvidia-smi knows them all (else: watch every GPU of the host)
+    known = bool(uuids) and all(u in on_host for u in uuids)
     others = foreign(samples, me, uuids if known else None)
     sharers = gpu_occupancy.name_containers(host_conn, [s for found in others.values() for s in found])
     by_uuid: dict[str, list] = {}

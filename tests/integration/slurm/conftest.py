@@ -113,7 +113,10 @@ class Cluster:
         return SlurmEnvironments(host, conn, Slurm(conn, host.name), HostRuntime(conn, host), owner=OWNER)
 
 
-class Events:
+from devenv.services.backend import QuietEvents  # noqa: E402
+
+
+class Events(QuietEvents):
     """What `up` says while it works, kept for the asserts."""
 
     def __init__(self):

@@ -73,11 +73,12 @@ def test_sanity_nodes_on_a_host_that_is_not_a_cluster_is_bad_input(cluster):
 
 def up(cluster, timeout: float = 240):
     from devenv.config.profiles import load_env
+    from devenv.services.backend import UpOptions
 
     svc = cluster.service()
     events = Events()
-    status, action, token, _ = svc.up(load_env(cluster.env), events=events, ready_timeout=timeout)
-    return svc, status, token, events
+    result = svc.up(load_env(cluster.env), events=events, options=UpOptions(ready_timeout=timeout))
+    return svc, result.status, result.token, events
 
 
 def test_unknown_partition_at_up_is_rejected_with_the_known_ones(cluster):
