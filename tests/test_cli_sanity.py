@@ -58,3 +58,9 @@ def test_missing_python_is_one_error_line_with_a_hint(cpu_box):
     assert done.exit_code == 1
     assert "Error: python '/nonexistent/python3' was not found" in done.output
     assert "Hint: set `python:` in the host profile" in done.output
+
+
+def test_nodes_on_a_host_that_is_not_a_slurm_cluster_is_bad_input(cpu_box):
+    done = CliRunner().invoke(main, ["sanity", cpu_box, "--nodes", "2"])
+    assert done.exit_code == 2, done.output
+    assert "--nodes needs a Slurm cluster" in done.output and "runtime: slurm" in done.output

@@ -5,7 +5,15 @@ from __future__ import annotations
 import click
 
 from devenv.cli import main
-from devenv.cli.common import accept_new_host_option, env_option, gpus_option, host_names, per_host, worst_exit_code
+from devenv.cli.common import (
+    accept_new_host_option,
+    env_option,
+    gpus_option,
+    host_names,
+    load_host,
+    per_host,
+    worst_exit_code,
+)
 from devenv.cli.render import STATUS_STYLE, emit_json, print_result
 from devenv.config import validate
 from devenv.sanity.verdict import BUSY, FAIL, NO_GPU, NOT_JUDGED, Status, fmt
@@ -36,10 +44,12 @@ EXIT_OF = {FAIL: EXIT_FAIL, NO_GPU: EXIT_NO_GPU, BUSY: EXIT_BUSY}
 @click.option("--compare-last", is_flag=True, help="Compare with the last saved report of this host.")
 @click.option("--no-save", is_flag=True, help="Do not save the report under devenv's state folder.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report and verdict as JSON.")
+@click.option("--nodes", type=click.IntRange(1, 1024), default=None, metavar="N",
+              help="On a Slurm cluster: the multi-node checks across N nodes (srun + torchrun).")
 @accept_new_host_option
 def sanity(hosts: tuple[str, ...], suite: str, env: str | None, python: str | None, on_host: bool, only: str,
            inject: str | None, gpus: str | None, allow_busy: bool, wait_idle: float | None, compare_last: bool,
-           no_save: bool, as_json: bool, accept_new_host: bool) -> None:
+           no_save: bool, as_json: bool, accept_new_host: bool, nodes: int | None) -> None:
     """Prove HOST's GPU delivers: matmul rates and memory bandwidth against its SKU, repeatable results,
     and GPT- and ResNet-style training in fp32, TF32, fp16 + GradScaler and bf16.
 
@@ -57,6 +67,11 @@ def sanity(hosts: tuple[str, ...], suite: str, env: str | None, python: str | No
         raise click.BadParameter(f"unknown stage(s) {', '.join(validate.preview(s) for s in unknown[:3])}; "
                                  f"choose from {','.join(STAGES)}", param_hint="--only")
     names = host_names(hosts)
+    if nodes is not None or (len(names) == 1 and load_host(names[0]).runtime == "slurm"):
+        from devenv.cli.sanity_cluster import cluster_sanity
+
+        cluster_sanity(names, nodes, python, as_json, accept_new_host)
+        return
     sharing = {"gpus": gpus, "allow_busy": allow_busy, "wait_idle": wait_idle}
     if len(names) > 1 or hosts[0].startswith("@"):
         _sanity_group(names, suite, env, python, on_host, only, inject, no_save, as_json, accept_new_host, sharing)

@@ -256,3 +256,26 @@ def step_command(job_id: str, node: str, argv: list[str]) -> str:
 
 def relay_command(job_id: str, node: str, python: str, port: int) -> str:
     return step_command(job_id, node, [python, "-u", "-c", RELAY, str(int(port))])
+
+
+PROBE_JOB_NAME = JOB_PREFIX + "check"
+
+
+def probe_command(settings: SlurmSettings, argv: list[str], wait_s: int = 60, time_limit: str = "00:03:00") -> str:
+    """`srun` of one short task on one compute node, asking what an environment job asks (partition, account,
+    qos, GPUs, constraint): what `check` sees is what `up` gets. --immediate bounds the wait for a node, so a
+    busy queue gives a clear answer instead of a hang; srun cancels its own job when it gives up."""
+    s = validate(settings)
+    words = ["srun", f"--job-name={PROBE_JOB_NAME}", "--nodes=1", "--ntasks=1", f"--time={check_time(time_limit)}",
+             f"--immediate={int(wait_s)}", "--quiet"]
+    if s.partition:
+        words.append(f"--partition={s.partition}")
+    if s.account:
+        words.append(f"--account={s.account}")
+    if s.qos:
+        words.append(f"--qos={s.qos}")
+    if s.gpus_per_node:
+        words.append(f"--gres=gpu:{s.gpu_type}:{s.gpus_per_node}" if s.gpu_type else f"--gres=gpu:{s.gpus_per_node}")
+    if s.constraint:
+        words.append(f"--constraint={s.constraint}")
+    return " ".join(shlex.quote(w) for w in [*words, "--", *argv])

@@ -102,7 +102,11 @@ class EnvSession:
     # --- the steps commands share ----------------------------------------------------------------------
 
     def check(self, on_result: Callable[[CheckResult], None] | None = None) -> CheckReport:
-        """Every check of `devenv check` for this host and environment."""
+        """Every check of `devenv check` for this host and environment (a Slurm cluster's: services/cluster_check)."""
+        if self.profile.runtime == "slurm":
+            from devenv.services.cluster_check import run_cluster_check
+
+            return run_cluster_check(self.conn, self.profile, self.env, on_result)
         from devenv.services.preflight import run_check
 
         return run_check(self.conn, self.profile, self.env, on_result)

@@ -64,6 +64,17 @@ except Exception as e:
 """
 
 
+_FACTS = """
+import json, sys
+try:
+    from importlib.metadata import version
+    jl = version("jupyterlab")
+except Exception:
+    jl = None
+print(json.dumps({"python": sys.version.split()[0], "jupyterlab": jl}))
+"""
+
+
 class SlurmEnvironments:
     """The environments of one owner on one Slurm cluster, reached through its login node (an EnvironmentBackend).
 
@@ -204,11 +215,7 @@ class SlurmEnvironments:
             self.slurm.cancel(job.job_id)
 
         preflight(self.check, self.host, env, events)
-        facts = self.files.python_facts()
-        if not facts.get("jupyterlab"):
-            raise DevenvError(f"{self.host.python} on {self.host.name} (python {facts.get('python')}) has no "
-                              f"JupyterLab", f"install it where the compute nodes see it (a venv on the shared "
-                                             f"file system): {self.host.python} -m pip install jupyterlab")
+        self._need_jupyterlab(self._python_facts())
 
         token = self.files.read_token(env_key) or jupyter.new_token()
         events.step(f"Writing the environment's files on {self.host.name} (token 0600, Jupyter config)")
@@ -221,8 +228,14 @@ class SlurmEnvironments:
         events.step(f"Submitting the job ({_describe(self.settings)})")
         job_id = self.slurm.submit(request, script)
         envstate.update(self.host.name, env.name, container=job_id, token=token, ports={})
-        job = self._wait_start(env.name, job_id, events)
-        state = self._wait_ready(env.name, job, events, ready_timeout)
+        try:
+            job = self._wait_start(env.name, job_id, events)
+            state = self._wait_ready(env.name, job, events, ready_timeout)
+        except BaseException as exc:   # Jupyter never answered, Ctrl-C, a lost connection: leave no orphan job
+            self._cancel_quietly(job_id)
+            if isinstance(exc, jupyter.NotReady):
+                exc.hint = f"devenv cancelled job {job_id}; " + (exc.hint or "")
+            raise
         result = self._up_result(env.name, job, state, action, token, started)
         envstate.update(self.host.name, env.name, container=job_id, token=token, ports=result.status.ports)
         return result
@@ -239,10 +252,28 @@ class SlurmEnvironments:
                              relay=self.relay_command(job.job_id, state["node"], port),
                              ended=lambda: self.ended_reason(env_name, job.job_id))
 
+    def _python_facts(self) -> dict:
+        """The profile's python and its JupyterLab version from the package metadata: no import of JupyterLab
+        (which takes seconds on a busy login node), one round trip."""
+        result = self.conn.run(f"{shlex.quote(self.host.python)} -c {shlex.quote(_FACTS)}", timeout=60)
+        if not result.ok:
+            raise DevenvError(f"python '{self.host.python}' does not run on {self.host.name}: "
+                              f"{((result.stderr or result.stdout).strip().splitlines() or ['no output'])[-1]}",
+                              "set `python:` in the host profile to a python the login and compute nodes share "
+                              "(e.g. a venv's bin/python on the shared file system)")
+        return json.loads(result.stdout.strip().splitlines()[-1])
+
+    def _need_jupyterlab(self, facts: dict) -> None:
+        if not facts.get("jupyterlab"):
+            raise DevenvError(f"{self.host.python} on {self.host.name} (python {facts.get('python')}) has no "
+                              f"JupyterLab", f"install it where the compute nodes see it (a venv on the shared "
+                                             f"file system): {self.host.python} -m pip install jupyterlab")
+
     def _wait_start(self, env_name: str, job_id: str, events) -> Job:
         """Until the job runs; bounded by slurm.queue_timeout, cancelling it on timeout or a hopeless reason."""
         deadline = self._clock() + self.settings.queue_timeout
         said = None
+        polls = 0
         while True:
             job = self.slurm.job(job_id)
             if job is None:
@@ -269,7 +300,8 @@ class SlurmEnvironments:
                                    f"{self.host.name}: {job.pending_text()}; devenv cancelled it",
                                    "raise slurm.queue_timeout in the host profile, or ask for fewer resources "
                                    "or another partition")
-            self._sleep(1.0)
+            polls += 1
+            self._sleep(0.25 if polls < 8 else 1.0)
 
     def _wait_ready(self, env_name: str, job: Job, events, timeout: float) -> dict:
         """Until Jupyter answers on the job's node (probed with srun --overlap); its job-<id>.json."""
@@ -286,6 +318,12 @@ class SlurmEnvironments:
             if not state:
                 return jupyter.Probe(False, "jupyter down: the job has not started Jupyter yet")
             found["state"] = state
+            if not found.get("probed"):
+                # Jupyter's own "is running at" line, read from the job's log (one cat, not an srun step);
+                # then a single probe on the node confirms it answers
+                if not self._log_says_running(env_name, job.job_id):
+                    return jupyter.Probe(False, "jupyter down: starting (its log does not say it runs yet)")
+                found["probed"] = True
             result = self.slurm.step(job.job_id, state["node"], [self.host.python, "-c", _PROBE, str(state["port"])],
                                      timeout=30)
             return jupyter.Probe(result.ok, (result.stdout + result.stderr).strip())
@@ -304,6 +342,10 @@ class SlurmEnvironments:
                 "NODE_FAIL": "the node failed; `devenv up` starts a new job on a healthy node",
                 "PREEMPTED": "a higher-priority job took the node; `devenv up` queues a new job"}
         return JobEnded(message, hint.get(job.state, f"`devenv up {self.host.name}` starts a new job"))
+
+    def _log_says_running(self, env_name: str, job_id: str) -> bool:
+        path = self._env_path(env_name, f"job-{int(job_id)}.log")
+        return self.conn.run(f"grep -q 'is running at' {path}", timeout=30).ok
 
     def job_log(self, env_name: str, job_id: str, tail: int = 30) -> list[str]:
         path = self._env_path(env_name, f"job-{int(job_id)}.log")
@@ -329,6 +371,15 @@ class SlurmEnvironments:
             removed["volumes"].extend(self.files.remove(self.key(env_name), env_name, True)[1:])
         envstate.forget(self.host.name, env_name)
         return removed
+
+    def _cancel_quietly(self, job_id: str) -> None:
+        """scancel a job this call submitted, unless Slurm has already ended it; never raises (best effort)."""
+        try:
+            job = self.slurm.job(job_id)
+            if job is not None and job.phase in LIVE:
+                self.slurm.cancel(job_id)
+        except Exception:  # noqa: BLE001 (cleaning up on the way out of another error: that error is the news)
+            pass
 
     def _token(self, env_name: str) -> str:
         cached = envstate.load(self.host.name, env_name).get("token")
@@ -371,6 +422,13 @@ class SlurmEnvironments:
 
     def command_target(self, env_name: str, host_if_no_env: bool = False) -> CommandTarget:
         return CommandTarget(self.conn, self.host.python, f"login node, python {self.host.python}", self.conn)
+
+    def jupyter_relay(self, env_name: str) -> tuple[EnvStatus, str, Callable[[], str], Callable[[], str | None]]:
+        """What a tunnel to the env's Jupyter needs: (status, token, the login node's relay command, a watcher
+        saying why the job ended, else None). The caller's CommandTunnel runs the command per connection."""
+        status, job, state = self.running(env_name)
+        command = self.relay_command(job.job_id, state["node"], int(state["port"]))
+        return status, self._token(env_name), lambda: command, lambda: self.ended_reason(env_name, job.job_id)
 
     def relay_command(self, job_id: str, node: str, port: int) -> str:
         """The login node's command whose stdin/stdout is 127.0.0.1:port on the node (srun --overlap relay)."""

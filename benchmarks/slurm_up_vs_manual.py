@@ -1,0 +1,176 @@
+#!/usr/bin/env python3
+"""Benchmark: an environment job on a Slurm cluster, devenv vs the manual way, on the test host's cluster.
+
+Each timing runs from the start until a Jupyter URL on THIS machine answers an authenticated request
+(/api/status with the token), with an empty queue:
+  devenv   at the SERVICE level (the CLI's `up CLUSTER` is not wired yet, see docs/benchmarks.md):
+           SlurmEnvironments.up() (python check, files with the 0600 token, sbatch, bounded wait, Jupyter probed
+           on the node with srun --overlap) + the srun --overlap stdio relay tunnel devenv opens, then the URL.
+  manual   what a user does by hand: ssh + sbatch a script that starts Jupyter on the node (token on its command
+           line), poll `squeue` over ssh until RUNNING, `ssh -N -L` through the login node to the node's address
+           (scontrol NodeAddr), poll the URL.
+Same python, same Jupyter, same partition; the job is cancelled between runs; medians of --runs.
+
+    export DEVENV_TESTHOST_DIR=.testhost PYTHONPATH=$PWD
+    flock /tmp/devenv-it.lock python3 benchmarks/slurm_up_vs_manual.py --python /path/to/venv/bin/python
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import secrets
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+import urllib.request
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+ENV_NAME = "bench-slurm"
+
+
+def answers(url: str, token: str) -> bool:
+    try:
+        req = urllib.request.Request(url, headers={"Authorization": f"token {token}"})
+        with urllib.request.urlopen(req, timeout=2) as resp:
+            return resp.status == 200
+    except OSError:
+        return False
+
+
+def wait_answering(url: str, token: str, timeout: float = 300) -> None:
+    deadline = time.monotonic() + timeout
+    while not answers(url, token):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{url} did not answer within {timeout} s")
+        time.sleep(0.1)
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def ssh(testhost: Path, *words: str, **kw) -> subprocess.CompletedProcess:
+    argv = ["ssh", "-F", str(testhost / "ssh_config"), "-o", f"UserKnownHostsFile={testhost / 'known_hosts'}",
+            "-o", "StrictHostKeyChecking=yes", "-o", "BatchMode=yes", "testbox", *words]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=120, **kw)
+
+
+def devenv_once(python: str) -> float:
+    from devenv.config import hostref
+    from devenv.config.profiles import load_env
+    from devenv.remote.pool import get_connection
+    from devenv.remote.relay import CommandTunnel
+    from devenv.remote.tunnels import Forward
+    from devenv.runtimes.host_runtime import HostRuntime
+    from devenv.schedulers.slurm import Slurm
+    from devenv.services.slurm_env import SlurmEnvironments
+
+    started = time.monotonic()
+    host = hostref.load_host("benchcluster")
+    conn = get_connection(host)
+    svc = SlurmEnvironments(host, conn, Slurm(conn, host.name), HostRuntime(conn, host))
+    svc.up(load_env(ENV_NAME))
+    status, token, command, watch = svc.jupyter_relay(ENV_NAME)
+    forward = Forward("jupyter", "127.0.0.1", status.ports["jupyter"], free_port())
+    tunnel = CommandTunnel(conn, [forward], lambda f: command(), watch=watch)
+    try:
+        wait_answering(f"http://127.0.0.1:{forward.local_port}/api/status", token)
+        elapsed = time.monotonic() - started
+    finally:
+        tunnel.close()
+        svc.down(ENV_NAME)
+    return elapsed
+
+
+MANUAL_SCRIPT = """#!/bin/bash
+#SBATCH --job-name=manual-jupyter
+#SBATCH --partition=debug
+#SBATCH --time=00:10:00
+#SBATCH --output={log}
+exec {python} -m jupyterlab --no-browser --ip=127.0.0.1 --port={port} --IdentityProvider.token={token} --allow-root \\
+  --ServerApp.root_dir={root}
+"""
+
+
+def manual_once(testhost: Path, python: str) -> float:
+    token, port, local = secrets.token_hex(24), free_port(), free_port()
+    root = tempfile.mkdtemp(prefix="manual-jupyter-")
+    script = MANUAL_SCRIPT.format(python=python, port=port, token=token, root=root, log=f"{root}/job.log")
+    started = time.monotonic()
+    job = ssh(testhost, "sbatch", "--parsable", input=script).stdout.strip().split(";")[0]
+    forward = None
+    try:
+        while True:   # poll squeue, as people do (`watch squeue --me`), once a second
+            state, _, nodes = ssh(testhost, "squeue", "-h", "-j", job, "-o", "'%T|%N'").stdout.strip().partition("|")
+            if state == "RUNNING":
+                break
+            if not state:
+                raise RuntimeError(f"manual job {job} vanished")
+            time.sleep(1.0)
+        addr = [w.split("=", 1)[1] for w in ssh(testhost, "scontrol", "-o", "show", "node", nodes).stdout.split()
+                if w.startswith("NodeAddr=")][0]
+        forward = subprocess.Popen(["ssh", "-F", str(testhost / "ssh_config"), "-o",
+                                    f"UserKnownHostsFile={testhost / 'known_hosts'}", "-o", "BatchMode=yes",
+                                    "-N", "-L", f"127.0.0.1:{local}:{addr}:{port}", "testbox"],
+                                   stderr=subprocess.DEVNULL)
+        wait_answering(f"http://127.0.0.1:{local}/api/status", token)
+        return time.monotonic() - started
+    finally:
+        if forward:
+            forward.terminate()
+            forward.wait(10)
+        ssh(testhost, "scancel", job)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--python", required=True, help="a python with JupyterLab the compute nodes see")
+    args = parser.parse_args()
+    testhost = Path(os.environ.get("DEVENV_TESTHOST_DIR", REPO / ".testhost")).resolve()
+    home = Path(tempfile.mkdtemp(prefix="bench-slurm-home-"))
+    shutil.copytree(testhost / "home", home, dirs_exist_ok=True)
+    (home / "profiles" / "hosts" / "benchcluster.yaml").write_text(textwrap.dedent(f"""\
+        description: the test host's Slurm cluster
+        ssh:
+          alias: testbox
+        runtime: slurm
+        python: {args.python}
+        default_env: {ENV_NAME}
+        slurm:
+          partition: debug
+          time: "00:10:00"
+        """))
+    (home / "profiles" / "envs" / f"{ENV_NAME}.yaml").write_text(
+        "description: benchmark env\nimage: unused-on-slurm\nports:\n  jupyter: 8888\ngpus: none\n")
+    os.environ.update(DEVENV_HOME=str(home), DEVENV_SSH_CONFIG=str(testhost / "ssh_config"),
+                      DEVENV_KNOWN_HOSTS=str(testhost / "known_hosts"))
+    times: dict[str, list[float]] = {"devenv (service level)": [], "manual": []}
+    for i in range(args.runs):   # alternate, so a warm page cache or a busy minute favours neither
+        times["manual"].append(manual_once(testhost, args.python))
+        times["devenv (service level)"].append(devenv_once(args.python))
+        print(f"run {i + 1}: " + ", ".join(f"{k} {v[-1]:.2f} s" for k, v in times.items()), file=sys.stderr)
+    medians = {k: statistics.median(v) for k, v in times.items()}
+    print(json.dumps({"machine": f"{platform.node()} {platform.machine()}, {os.cpu_count()} cores",
+                      "date": time.strftime("%Y-%m-%d"), "runs": times, "medians": medians,
+                      "ratio": medians["devenv (service level)"] / medians["manual"]}, indent=2))
+    shutil.rmtree(home, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
