@@ -62,6 +62,7 @@ from devenv.cli import (  # noqa: E402
     sanity_cmd,  # noqa: E402,F401
     ssh_cmd,  # noqa: E402,F401
     status_cmd,  # noqa: E402,F401
+    sync_cmd,  # noqa: E402,F401
     tunnel_cmd,  # noqa: E402,F401
     up_cmd,  # noqa: E402,F401
 )

@@ -45,8 +45,10 @@ class CliEvents(ProgressPrinter, provision.UpEvents):
               help="Seconds to wait for Jupyter and sshd to answer.")
 @build_input_options
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON (implies --detach).")
+@click.option("--sync", "sync_dir", metavar="DIR", type=click.Path(exists=True, file_okay=False),
+              help="Copy the project folder DIR into the workspace once it is up (see `devenv sync`).")
 def up(host: str, env: str | None, accept_new_host: bool, detach: bool, assume_yes: bool, ready_timeout: float,
-       ca_bundle: str | None, wheelhouse: str | None, offline: bool, as_json: bool) -> None:
+       ca_bundle: str | None, wheelhouse: str | None, offline: bool, as_json: bool, sync_dir: str | None) -> None:
     """Make (or reattach to) the environment on HOST: check, image, container, Jupyter and sshd, tunnels.
 
     Running it again is safe: a running environment with the same spec is only reattached; a changed one is
@@ -68,6 +70,10 @@ def up(host: str, env: str | None, accept_new_host: bool, detach: bool, assume_y
         result = prov.up(env_profile, key.public_line if key else "", key.fingerprint if key else "",
                          events=events, options=options, preflight=preflight)
     events._end_line()
+    if sync_dir:
+        from devenv.cli.sync_cmd import sync_after_up
+
+        sync_after_up(host, env, accept_new_host, sync_dir)
     if as_json:
         emit_json({"host": host, "env": env_profile.name, "action": result.action,
                    "image": result.image_action, "elapsed_s": round(result.elapsed_s, 3),
