@@ -75,9 +75,10 @@ def up(host: str, env: str | None, accept_new_host: bool, detach: bool, assume_y
 
         sync_after_up(host, env, accept_new_host, sync_dir)
     if as_json:
-        emit_json({"host": host, "env": env_profile.name, "action": result.action,
+        emit_json({"schema_version": 1, "host": host, "env": env_profile.name, "action": result.action,
                    "image": result.image_action, "elapsed_s": round(result.elapsed_s, 3),
-                   "status": result.status.to_dict(), "notes": result.notes})
+                   "status": result.status.to_dict(), "notes": result.notes,
+                   "jupyter": _jupyter_json(host, host_profile.local, env_profile, result)})
         return
     verb = {"created": "created", "recreated": "recreated", "started": "started", "reattached": "reattached"}
     click.secho(f"Environment '{env_profile.name}' on {host} {verb[result.action]} in {result.elapsed_s:.1f} s",
@@ -94,3 +95,16 @@ def up(host: str, env: str | None, accept_new_host: bool, detach: bool, assume_y
     print_access(host_profile, env_profile, result.status, result.token, detach=False,
                  local_ports={"jupyter": tunnel.forwards[0].local_port})
     hold(tunnel, host_profile)
+
+
+def _jupyter_json(host: str, local: bool, env_profile, result) -> dict | None:
+    """Where Jupyter is: its URL when this machine reaches it as is (a local host), else how to tunnel to it."""
+    from devenv.services import jupyter
+
+    port = result.status.ports.get("jupyter")
+    if not env_profile.jupyter or port is None:
+        return None
+    env_flag = f" --env {env_profile.name}"
+    return {"url": jupyter.lab_url(port, result.token) if local and result.token else None,
+            "host_port": port, "token": result.token,
+            "tunnel_command": None if local else f"devenv jupyter {host}{env_flag} --json"}

@@ -78,3 +78,53 @@ def test_sync_round_trip_gitignore_watch_and_pull(test_env, tmp_path):
     # a path outside the workspace is bad input, before anything runs
     bad = test_env.run("sync", "testbox", str(project), "--env", env, "--pull", "../etc", check=False)
     assert bad.returncode == 2 and "not a folder inside the workspace" in bad.stderr
+
+
+def test_exec_stdin_tty_taken_port_status_labels_and_json(test_env):
+    env = test_env.name
+    up = json.loads(test_env.run("up", "testbox", "--env", env, "--detach", "--json").stdout)
+    assert up["schema_version"] == 1
+    jup = up["jupyter"]
+    assert jup["host_port"] == up["status"]["ports"]["jupyter"] and jup["token"]
+    assert jup["url"] is None and jup["tunnel_command"] == f"devenv jupyter testbox --env {env} --json"
+
+    # stdin reaches the command; the words arrive as given; it runs in the workspace
+    cat = test_env.run("exec", "testbox", "--env", env, "--", "cat", stdin="hi\n")
+    assert cat.stdout == "hi\n"
+    words = test_env.run("exec", "testbox", "--env", env, "--", "sh", "-c", 'printf "%s|" "$@"; pwd', "x",
+                         "a b", "$HOME", ";id", stdin="")
+    assert words.stdout == "a b|$HOME|;id|/workspace\n"
+    code = test_env.run("exec", "testbox", "--env", env, "--", "sh", "-c", "read l; exit $l", stdin="7\n",
+                        check=False)
+    assert code.returncode == 7
+    tty = test_env.run("exec", "testbox", "--env", env, "-t", "--", "sh", "-c", "tty; test -t 0 && echo yes")
+    assert "/dev/pts/" in tty.stdout and "yes" in tty.stdout
+
+    # an explicit local port that is taken is refused; without -p a taken preferred port gives a free one
+    import socket
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        refused = test_env.run("jupyter", "testbox", "--env", env, "-p", str(port), check=False)
+        assert refused.returncode == 2 and "already in use" in refused.stderr
+        held = test_env.popen("jupyter", "testbox", "--env", env, "--json")
+        try:
+            line = json.loads(held.stdout.readline())
+        finally:
+            held.terminate()
+            held.wait(timeout=30)
+        assert line["schema_version"] == 1 and line["host_port"] == jup["host_port"]
+        assert line["url"] == f"http://127.0.0.1:{line['local_port']}/lab?token={jup['token']}"
+        tun = test_env.popen("tunnel", "testbox", "8888", "--env", env, "--json")
+        try:
+            forwards = json.loads(tun.stdout.readline())["forwards"]
+        finally:
+            tun.terminate()
+            tun.wait(timeout=30)
+        assert forwards[0]["env_port"] == 8888 and forwards[0]["local"].startswith("127.0.0.1:")
+
+    # status says the ports are the host's, not this machine's
+    status = test_env.run("status", "testbox").stdout
+    assert f"host:{jup['host_port']}" in status and "JUPYTER@HOST" in status
+    assert f"127.0.0.1:{jup['host_port']}" not in status
