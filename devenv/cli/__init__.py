@@ -50,6 +50,7 @@ def main() -> None:
 # Each command lives in its own module and registers itself on `main`.
 from devenv.cli import (  # noqa: E402
     check_cmd,  # noqa: E402,F401
+    code_cmd,  # noqa: E402,F401
     compat_cmd,  # noqa: E402,F401
     down_cmd,  # noqa: E402,F401
     exec_cmd,  # noqa: E402,F401
@@ -61,6 +62,7 @@ from devenv.cli import (  # noqa: E402
     profiles_cmd,  # noqa: E402,F401
     sanity_cmd,  # noqa: E402,F401
     ssh_cmd,  # noqa: E402,F401
+    sshconfig_cmd,  # noqa: E402,F401
     status_cmd,  # noqa: E402,F401
     sync_cmd,  # noqa: E402,F401
     tunnel_cmd,  # noqa: E402,F401

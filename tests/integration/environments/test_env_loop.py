@@ -128,3 +128,13 @@ def test_exec_stdin_tty_taken_port_status_labels_and_json(test_env):
     status = test_env.run("status", "testbox").stdout
     assert f"host:{jup['host_port']}" in status and "JUPYTER@HOST" in status
     assert f"127.0.0.1:{jup['host_port']}" not in status
+
+    # `code` names the environment's entry and workspace (`code` is not installed here: the command is printed)
+    code = test_env.run("code", "testbox", "--env", env, "--path", "proj")
+    alias = f"devenv-testbox-{env}"
+    assert code.stdout.strip() == f"code --remote ssh-remote+{alias} /workspace/proj"
+    assert "devenv ssh-config install" in code.stderr
+    config = test_env.home / "ssh" / "config"
+    over_entry = subprocess.run(["ssh", "-F", str(config), "-o", "BatchMode=yes", alias, "hostname"],
+                                capture_output=True, text=True, timeout=60)
+    assert over_entry.stdout.strip() == f"devenv-{env}", over_entry.stderr
