@@ -549,3 +549,23 @@ def _read_pty_until(fd: int, wanted: bytes, within: float = 20) -> bytes:
 def _direct_tcpip(server: SSHD) -> str:
     return "\n".join(line for line in server.log_text().splitlines() if "direct_tcpip" in line or
                      "direct-tcpip" in line)
+
+
+def test_debug_log_names_each_command_its_exit_and_duration_and_each_reconnect(server, key, caplog):
+    """What `devenv -v` / DEVENV_DEBUG=1 shows (the "devenv" logger): a slow command explained afterwards."""
+    import logging
+
+    trust(server)
+    caplog.set_level(logging.DEBUG, logger="devenv")
+    profile = host("box", target(server, key))
+    assert get_connection(profile).run("echo one; exit 3").exit_code == 3
+    assert server.kill_sessions() > 0   # the server side goes away, as when a laptop sleeps through it
+    deadline = time.monotonic() + 10
+    while get_connection(profile).is_connected and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert get_connection(profile).run("echo two").stdout == "two\n"
+    lines = [r.getMessage() for r in caplog.records if r.name == "devenv.remote.ssh"]
+    assert any(line.startswith("box: exit 3 in ") and line.endswith(": echo one; exit 3") for line in lines), lines
+    assert any("reconnecting" in line for line in lines), lines
+    assert sum("connected to 127.0.0.1:" in line for line in lines) == 2, lines
+    assert any(line.endswith(": echo two") for line in lines), lines

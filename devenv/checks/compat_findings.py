@@ -10,7 +10,7 @@ from typing import Any
 
 from devenv import compat
 from devenv.checks.host import status_of
-from devenv.checks.report import SKIP, CheckResult
+from devenv.checks.report import SKIP, WARN, CheckResult
 from devenv.config.profiles import EnvProfile
 from devenv.errors import DevenvError
 from devenv.gpu.nvsmi import GpuInfo
@@ -45,7 +45,7 @@ def _judged(check_id: str, label: str, **inputs) -> list[CheckResult]:
     try:
         report = compat.judge(**inputs)
     except DevenvError as exc:  # a version nvidia-smi printed that compat cannot read: say so, don't crash
-        return [CheckResult(check_id, f"Compatibility: {label}", "warn", exc.message, exc.hint)]
+        return [CheckResult(check_id, f"Compatibility: {label}", WARN, exc.message, exc.hint)]
     out = []
     for finding in report.findings:
         if finding.check == "gpu" and finding.status == "pass":

@@ -11,7 +11,7 @@ import re
 import shlex
 from typing import Any, Protocol
 
-from devenv.checks.report import FAIL, INFO, PASS, SKIP, WARN, CheckResult
+from devenv.checks.report import FAIL, INFO, PASS, SKIP, WARN, CheckResult, Status
 from devenv.gpu import nvsmi
 
 
@@ -299,7 +299,7 @@ def judge_python(out: Output, python: str) -> CheckResult:
     return CheckResult("python", title, PASS, f"Python {data['python']}, torch {data['torch']}{cuda}", None, data)
 
 
-def status_of(findings_status: str) -> str:
+def status_of(findings_status: str) -> Status:
     return {"pass": PASS, "warn": WARN, "fail": FAIL, "unknown": WARN, "info": INFO}.get(findings_status, WARN)
 
 
@@ -356,11 +356,7 @@ class BatchOutput:
         return self.exit_code == 0
 
 
-def disk_dir_probe(runtime: str) -> str:
-    """Free space where images live (Docker's data-root) or, for the host runtime, under $HOME.
-    Prints the directory on the first line and df's line on the second."""
-    if runtime == "host":
-        return 'echo "$HOME"; df -PB1 "$HOME" 2>&1 | tail -n 1'
-    return ("dir=$(docker info --format '{{.DockerRootDir}}' 2>/dev/null); "
-            '[ -n "$dir" ] || dir=/var/lib/docker; [ -e "$dir" ] || dir=$HOME; '
-            'echo "$dir"; df -PB1 "$dir" 2>&1 | tail -n 1')
+def home_disk_probe() -> str:
+    """Free space under $HOME, where environments of the host's python keep their files (the engines' data
+    roots are checks.engine.disk_probe). Prints the directory on the first line and df's line on the second."""
+    return 'echo "$HOME"; df -PB1 "$HOME" 2>&1 | tail -n 1'

@@ -1,11 +1,35 @@
-"""Check results (L0): one model for `check`, `compat` findings and sanity verdicts to render alike."""
+"""Check results (L0): one status vocabulary and one result type for `check`, `compat` and `sanity`.
+
+`check` makes CheckResults; a compat Finding (compat.report) and a sanity Check (sanity.verdict) keep the facts
+their JSON carries and turn into a CheckResult (as_result) for the one renderer (cli.render.print_results).
+"""
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from enum import Enum
 from typing import Any
 
-PASS, WARN, FAIL, SKIP, INFO = "pass", "warn", "fail", "skip", "info"
+
+class Status(str, Enum):
+    """Every status word devenv prints or writes (JSON keeps the plain word: "pass", "no-gpu")."""
+
+    PASS = "pass"
+    WARN = "warn"
+    FAIL = "fail"
+    SKIP = "skip"         # not applicable here (no GPU to hand to containers, ...)
+    INFO = "info"         # measured, judged against nothing
+    UNKNOWN = "unknown"   # devenv's tables do not cover it: never guessed (compat)
+    NO_GPU = "no-gpu"     # a sanity verdict: nothing about a GPU was proven
+    NOT_JUDGED = "not-judged"  # a speed measured on a GPU another process was using: shown, never judged
+    BUSY = "busy"         # a sanity verdict: a target GPU was shared, so its speed went unjudged
+
+    def __str__(self) -> str:
+        return self.value
+
+
+PASS, WARN, FAIL, SKIP, INFO = Status.PASS, Status.WARN, Status.FAIL, Status.SKIP, Status.INFO
+UNKNOWN, NO_GPU = Status.UNKNOWN, Status.NO_GPU
 STATUSES = (PASS, WARN, FAIL, SKIP, INFO)
 
 
@@ -13,10 +37,14 @@ STATUSES = (PASS, WARN, FAIL, SKIP, INFO)
 class CheckResult:
     id: str            # stable key for scripts, e.g. "docker.daemon"
     title: str         # what was checked, for people
-    status: str        # pass | warn | fail | skip | info
+    status: Status     # pass | warn | fail | skip | info (| unknown | no-gpu from compat and sanity)
     value: str         # what was seen
     remedy: str | None = None
-    details: dict[str, Any] = field(default_factory=dict)
+    details: dict[str, Any] = field(default_factory=dict)   # for scripts; "message" and "source" are shown too
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.status, Status):  # a plain word from a caller
+            object.__setattr__(self, "status", Status(self.status))
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -43,8 +43,14 @@ def report_error(message: str, hint: str | None) -> None:
 
 @click.group(cls=DevenvGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="devenv")
-def main() -> None:
+@click.option("-v", "--verbose", is_flag=True,
+              help="Log each remote command (exit code, duration) and each reconnect to stderr; also DEVENV_DEBUG=1.")
+def main(verbose: bool) -> None:
     """A ready PyTorch GPU environment on any GPU machine you can SSH into, and proof that it delivers."""
+    if verbose or os.environ.get("DEVENV_DEBUG"):
+        from devenv.cli.debug_log import setup_logging
+
+        setup_logging()
 
 
 # Each command lives in its own module and registers itself on `main`.

@@ -4,27 +4,16 @@ from __future__ import annotations
 
 import click
 
+from devenv.checks.report import CheckReport
 from devenv.cli import main
-from devenv.cli.common import (
-    EXIT_FAILED,
-    accept_new_host_option,
-    connect,
-    env_option,
-    host_names,
-    load_host,
-    per_host,
-    resolve_env,
-    worst_exit_code,
-)
+from devenv.cli.common import EXIT_FAILED, accept_new_host_option, env_option, host_names, per_host, worst_exit_code
 from devenv.cli.render import emit_json, print_checks
-from devenv.services.preflight import run_check
+from devenv.services.session import open_env
 
 
-def _check_one(name: str, env: str | None, accept_new_host: bool):
-    host_profile = load_host(name)
-    env_profile = resolve_env(host_profile, env)
-    conn = connect(host_profile, accept_new_host)
-    return run_check(conn, host_profile, env_profile)
+def _check_one(name: str, env: str | None, accept_new_host: bool) -> CheckReport:
+    with open_env(name, env, accept_new_host=accept_new_host) as session:
+        return session.check()
 
 
 @main.command()
@@ -40,12 +29,10 @@ def check(hosts: tuple[str, ...], env: str | None, accept_new_host: bool, as_jso
     """
     names = host_names(hosts)
     if len(names) == 1 and not hosts[0].startswith("@"):
-        host_profile = load_host(names[0])
-        env_profile = resolve_env(host_profile, env)
-        conn = connect(host_profile, accept_new_host)
-        if not as_json:
-            click.echo(f"Checking {names[0]} for environment '{env_profile.name}'...", err=True)
-        report = run_check(conn, host_profile, env_profile)
+        with open_env(names[0], env, accept_new_host=accept_new_host) as session:
+            if not as_json:
+                click.echo(f"Checking {names[0]} for environment '{session.env.name}'...", err=True)
+            report = session.check()
         if as_json:
             emit_json(report.to_dict())
         else:

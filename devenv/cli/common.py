@@ -2,26 +2,27 @@
 connecting, running over several hosts, and the one exit-code contract.
 
 Exit codes (every command): 0 ok, 1 a check or verdict failed, 2 bad input, 3 cannot connect, 4 no GPU proven,
-70 internal error (a bug). Over several hosts (@group), the most telling code wins: 70, 2, 3, 4, then 1.
+5 GPU shared (sanity's BUSY: speed not judged), 70 internal error (a bug). Over several hosts (@group), the most
+telling code wins: 70, 2, 3, 4, 5, then 1.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
 import click
 
-from devenv.config import hostref, profiles
-from devenv.config.profiles import EnvProfile, HostProfile
+from devenv.config import hostref
+from devenv.config.profiles import HostProfile
 from devenv.errors import DevenvError
 from devenv.remote.base import Connection
 
 T = TypeVar("T")
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_CONNECT, EXIT_NO_GPU, EXIT_INTERNAL = 0, 1, 2, 3, 4, 70
-_PRIORITY = (EXIT_INTERNAL, EXIT_BAD_INPUT, EXIT_CONNECT, EXIT_NO_GPU, EXIT_FAILED)
+EXIT_BUSY = 5
+_PRIORITY = (EXIT_INTERNAL, EXIT_BAD_INPUT, EXIT_CONNECT, EXIT_NO_GPU, EXIT_BUSY, EXIT_FAILED)
 
 env_option = click.option(
     "--env", "-e", "env", metavar="ENV",
@@ -33,9 +34,16 @@ accept_new_host_option = click.option(
 )
 
 
-def resolve_env(host: HostProfile, flag: str | None) -> EnvProfile:
-    """Merge order: host profile's default_env < $DEVENV_ENV < --env."""
-    return profiles.load_env(flag or os.environ.get("DEVENV_ENV") or host.default_env)
+def gpus_option(ctx, param, value):
+    """--gpus: all | none | N (N free GPUs) | 0,1 / device=1 (devenv.gpu.choose), as the canonical string."""
+    if value is None:
+        return None
+    from devenv.gpu.choose import parse_gpus
+
+    try:
+        return parse_gpus(value)
+    except ValueError as e:
+        raise click.BadParameter(str(e)) from None
 
 
 def connect(host: HostProfile, accept_new_host: bool = False) -> Connection:

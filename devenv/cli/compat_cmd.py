@@ -7,7 +7,7 @@ from collections.abc import Callable
 import click
 
 from devenv.cli import main
-from devenv.cli.render import emit_json
+from devenv.cli.render import emit_json, print_results
 from devenv.compat import (
     CompatInputError,
     CompatReport,
@@ -20,8 +20,6 @@ from devenv.compat import (
 
 EXIT_RUNS, EXIT_DOES_NOT_RUN, EXIT_UNKNOWN = 0, 1, 3  # 2 is click's code for bad input
 EXIT_CODES = {"pass": EXIT_RUNS, "warn": EXIT_RUNS, "fail": EXIT_DOES_NOT_RUN, "unknown": EXIT_UNKNOWN}
-_STYLE = {"pass": ("PASS", "green"), "warn": ("WARN", "yellow"), "fail": ("FAIL", "red"),
-          "unknown": ("????", "magenta")}
 _VERDICT = {"pass": ("runs", "green"), "warn": ("runs, with limits", "yellow"),
             "fail": ("does NOT run", "red"), "unknown": ("cannot tell", "magenta")}
 
@@ -96,15 +94,6 @@ def compat(ctx: click.Context, driver, cuda, gpu_cc, gpu_name, torch_build, arch
 def _print_report(report: CompatReport) -> None:
     given = [f"{k.replace('_', ' ')} {v}" for k, v in report.inputs.items() if v]
     click.echo("Judging: " + ", ".join(given))
-    width = max((len(f.title) for f in report.findings), default=10)
-    for finding in report.findings:
-        label, color = _STYLE[finding.status]
-        click.echo(f"  {click.style(label, fg=color, bold=True)}  {finding.title:<{width}}  {finding.reason}")
-        if finding.message:
-            click.echo("        what you would see:")
-            for line in finding.message.splitlines():
-                click.echo(click.style(f"          {line}", fg=color))
-        if finding.remedy and finding.status != "pass":
-            click.echo(click.style(f"        -> {finding.remedy}", fg=color))
+    print_results(f.as_result() for f in report.findings)
     word, color = _VERDICT[report.verdict]
     click.echo(f"Verdict: {click.style(word, fg=color, bold=True)}")

@@ -7,10 +7,10 @@ import sys
 import click
 
 from devenv.cli import main
-from devenv.cli.common import accept_new_host_option, connect, env_option, load_host, resolve_env
-from devenv.cli.envcommon import open_provisioner
+from devenv.cli.common import accept_new_host_option, env_option
 from devenv.cli.render import emit_json
 from devenv.errors import DevenvError
+from devenv.services.session import open_env
 
 
 @main.command()
@@ -22,28 +22,25 @@ from devenv.errors import DevenvError
 @click.option("--json", "as_json", is_flag=True, help="Print what was removed as JSON.")
 def down(host: str, env: str | None, accept_new_host: bool, purge: bool, assume_yes: bool, as_json: bool) -> None:
     """Stop and remove the environment on HOST. The workspace is kept for the next `up` unless --purge."""
-    host_profile = load_host(host)
-    env_profile = resolve_env(host_profile, env)
-    conn = connect(host_profile, accept_new_host)
-    with open_provisioner(host_profile, conn, with_key=False) as (prov, _):
+    with open_env(host, env, accept_new_host=accept_new_host) as session:
+        env_profile, backend = session.env, session.backend
         if purge and not assume_yes:
-            volumes = prov.volumes(env_profile.name)
+            volumes = backend.volumes(env_profile.name)
             if volumes:
                 if not sys.stdin.isatty():
                     raise DevenvError(f"--purge would delete {', '.join(volumes)} on {host} and cannot ask here",
                                       "add --yes to delete the workspace without asking")
                 click.confirm(f"Delete {', '.join(volumes)} on {host}, with every file in it?", abort=True,
                               err=True)
-        removed = prov.down(env_profile.name, purge=purge)
+        removed = backend.down(env_profile.name, purge=purge)
     if as_json:
         emit_json({"host": host, "env": env_profile.name, **removed})
         return
     if not removed["containers"] and not removed["volumes"]:
         click.echo(f"No environment '{env_profile.name}' on {host}: nothing to remove.")
         return
-    what = "Stopped" if host_profile.runtime == "host" else "Removed container"  # the host runtime has no container
     for name in removed["containers"]:
-        click.echo(f"{what} {name} on {host}.")
+        click.echo(f"{backend.traits.down_verb} {name} on {host}.")
     for name in removed["volumes"]:
         click.echo(f"Deleted volume {name} on {host}.")
     if not purge:

@@ -1,16 +1,14 @@
-"""What the environment commands (up, down, status, logs, exec, image) share: options, setup, access text."""
+"""What the environment commands (up, down, status, logs, exec, image, jupyter, tunnel) share: options and
+the presentation of access and tunnels. The work itself is the session's (services.session.open_env)."""
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
-
 import click
 
-from devenv.config.profiles import EnvProfile, HostProfile
+from devenv.config.profiles import EnvProfile
 from devenv.env.info import EnvStatus
-from devenv.remote.base import Connection
 from devenv.services import jupyter
+from devenv.services.session import EnvSession, Tunnel
 
 
 def build_input_options(fn):
@@ -25,50 +23,24 @@ def build_input_options(fn):
     return fn
 
 
-@contextlib.contextmanager
-def open_runtime(host: HostProfile, conn: Connection) -> Iterator[object]:
-    from devenv.runtimes.factory import open_runtime as _open
-
-    runtime = _open(host, conn)
-    try:
-        yield runtime
-    finally:
-        runtime.close()
-
-
-@contextlib.contextmanager
-def open_provisioner(host: HostProfile, conn: Connection, with_key: bool = True):
-    """(Provisioner for the host's runtime, the key environments accept) for the command's duration."""
-    from devenv.remote.envkey import ensure_key
-    from devenv.runtimes.factory import settle
-    from devenv.services.provision import Provisioner
-
-    host = settle(host, conn)  # `runtime: auto` (an ssh destination): docker if the host has it, else the host
-    key = ensure_key() if with_key and host.runtime == "docker" else None
-    with open_runtime(host, conn) as runtime:
-        if host.runtime == "host":
-            from devenv.services.host_provision import HostProvisioner
-
-            yield HostProvisioner(runtime, host), key
-        else:
-            yield Provisioner(runtime, host), key
-
-
-def print_access(host: HostProfile, env: EnvProfile, status: EnvStatus, token: str | None, *,
-                 detach: bool, local_ports: dict[str, int] | None = None) -> None:
+def print_access(session: EnvSession, env: EnvProfile, status: EnvStatus, token: str | None, *,
+                 detach: bool, jupyter_url: str | None = None) -> None:
     """How to reach the environment: URL (when its port is reachable from here), ssh, logs, stop."""
-    ports = local_ports or (status.ports if host.local else {})
+    host = session.host
     env_flag = f" --env {env.name}" if env.name != host.default_env else ""
     label = click.style
     if env.jupyter:
-        if "jupyter" in ports and token:
-            click.echo(f"  {label('Jupyter', bold=True)}  {jupyter.lab_url(ports['jupyter'], token)}")
+        if jupyter_url is None and host.local and "jupyter" in status.ports and token:
+            jupyter_url = jupyter.lab_url(status.ports["jupyter"], token)
+        if jupyter_url:
+            click.echo(f"  {label('Jupyter', bold=True)}  {jupyter_url}")
         else:
             click.echo(f"  {label('Jupyter', bold=True)}  devenv jupyter {host.name}{env_flag}   "
                        f"(opens a tunnel and prints the URL with its token)")
-    if host.runtime == "host":
-        click.echo(f"  {label('Shell', bold=True)}    devenv ssh {host.name}   (the host itself: runtime host)")
-    elif env.sshd:
+    if session.traits.shell_on_host:
+        click.echo(f"  {label('Shell', bold=True)}    devenv ssh {host.name}   "
+                   f"(the host itself: runtime {host.runtime})")
+    elif env.sshd and session.traits.containers:
         click.echo(f"  {label('Shell', bold=True)}    devenv ssh {host.name}{env_flag}")
     click.echo(f"  {label('Logs', bold=True)}     devenv logs {host.name}{env_flag} -f")
     click.echo(f"  {label('Stop', bold=True)}     devenv down {host.name}{env_flag}   "
@@ -77,15 +49,7 @@ def print_access(host: HostProfile, env: EnvProfile, status: EnvStatus, token: s
         click.echo(f"  Running detached: no tunnels held; `devenv tunnel {host.name} PORT` forwards a port.")
 
 
-def open_forwards(host: HostProfile, conn: Connection, wanted: list[tuple[str, str, int, int | None]]):
-    """Open tunnels for (name, remote host, remote port, preferred local port); returns the tunnel."""
-    from devenv.remote.tunnels import Forward, choose_local_port, open_tunnel
-
-    forwards = [Forward(name, rhost, rport, choose_local_port(preferred)) for name, rhost, rport, preferred in wanted]
-    return open_tunnel(host, conn, forwards)
-
-
-def hold(tunnel, host: HostProfile) -> None:
+def hold(tunnel: Tunnel, host_name: str) -> None:
     """Keep the tunnel open until Ctrl-C (exit 0) or until it dies (an error saying how to reopen it)."""
     import signal
     import time
@@ -98,13 +62,14 @@ def hold(tunnel, host: HostProfile) -> None:
     # SIGTERM/SIGHUP (a closed terminal, a supervisor) close the tunnel as Ctrl-C does.
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, interrupted)
-    via = "OpenSSH" if tunnel.kind == "openssh" else "devenv's SSH connection"
+    via = {"openssh": "OpenSSH", "relay": "a relay in the job"}.get(tunnel.kind, "devenv's SSH connection")
     click.echo(f"Tunnels open through {via}. Ctrl-C closes them; the environment keeps running.", err=True)
     try:
         while tunnel.alive():
             time.sleep(0.5)
-        raise ConnectError(f"the tunnel to {host.name} closed (network lost, or the host went away)",
-                           f"reopen it with `devenv jupyter {host.name}`")
+        why = getattr(tunnel, "ended", None) or "network lost, or the host went away"
+        raise ConnectError(f"the tunnel to {host_name} closed ({why})",
+                           f"reopen it with `devenv jupyter {host_name}`")
     except KeyboardInterrupt:
         click.echo("Tunnels closed.", err=True)
     finally:

@@ -7,18 +7,8 @@ import sys
 import click
 
 from devenv.cli import main
-from devenv.cli.common import (
-    EXIT_FAILED,
-    accept_new_host_option,
-    connect,
-    env_option,
-    host_names,
-    load_host,
-    per_host,
-    resolve_env,
-    worst_exit_code,
-)
-from devenv.cli.envcommon import open_provisioner
+from devenv.cli.common import EXIT_FAILED, accept_new_host_option, env_option, host_names, per_host, worst_exit_code
+from devenv.services.session import open_env
 
 
 @main.command(context_settings={"ignore_unknown_options": True})
@@ -48,11 +38,8 @@ def exec(host: str, env: str | None, accept_new_host: bool, tty: bool,  # noqa: 
 
     if tty or stdin_has_input():
         exec_over_ssh(host, env, accept_new_host, argv, tty)  # exits, unless the environment is right here
-    host_profile = load_host(host)
-    env_profile = resolve_env(host_profile, env)
-    conn = connect(host_profile, accept_new_host)
-    with open_provisioner(host_profile, conn, with_key=False) as (prov, _):
-        chunks, exit_code = prov.exec(env_profile.name, argv)
+    with open_env(host, env, accept_new_host=accept_new_host) as session:
+        chunks, exit_code = session.backend.exec(session.env.name, argv)
         for out, err in chunks:
             if out:
                 sys.stdout.buffer.write(out)
@@ -66,12 +53,9 @@ def exec(host: str, env: str | None, accept_new_host: bool, tty: bool,  # noqa: 
 
 def _exec_group(names: list[str], env: str | None, accept_new_host: bool, argv: list[str]) -> None:
     def one(name: str) -> tuple[bytes, bytes, int]:
-        host_profile = load_host(name)
-        env_profile = resolve_env(host_profile, env)
-        conn = connect(host_profile, accept_new_host)
         out, err = bytearray(), bytearray()
-        with open_provisioner(host_profile, conn, with_key=False) as (prov, _):
-            chunks, exit_code = prov.exec(env_profile.name, argv)
+        with open_env(name, env, accept_new_host=accept_new_host) as session:
+            chunks, exit_code = session.backend.exec(session.env.name, argv)
             for o, e in chunks:
                 out += o or b""
                 err += e or b""

@@ -35,8 +35,9 @@ def exec_over_ssh(host: str, env: str | None, accept_new_host: bool, argv: list[
     Returns (the caller runs it without stdin) for environments that are no container with sshd: the bare
     host runs its commands through devenv's connection.
     """
-    from devenv.cli.common import load_host, resolve_env
+    from devenv.cli.common import load_host
     from devenv.cli.env_entry import env_target
+    from devenv.services.session import resolve_env
 
     if not tty and not resolve_env(load_host(host), env).sshd:
         return

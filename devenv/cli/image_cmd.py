@@ -5,12 +5,11 @@ from __future__ import annotations
 import click
 
 from devenv.cli import main
-from devenv.cli.common import accept_new_host_option, connect, env_option, load_host, resolve_env
-from devenv.cli.envcommon import build_input_options, open_runtime
+from devenv.cli.common import accept_new_host_option, env_option
+from devenv.cli.envcommon import build_input_options
 from devenv.cli.progress import ProgressPrinter
 from devenv.env.image_context import BuildInputs
-from devenv.errors import DevenvError
-from devenv.services import images
+from devenv.services.session import open_env
 
 
 @main.group()
@@ -30,22 +29,17 @@ def build(host: str, env: str | None, accept_new_host: bool, ca_bundle: str | No
 
     Steps that did not change are reused from the host's build cache. A failing build names its step.
     """
-    host_profile = load_host(host)
-    env_profile = resolve_env(host_profile, env)
-    if host_profile.runtime == "host":
-        raise DevenvError(f"{host} uses runtime '{host_profile.runtime}': there is no image to build",
-                          "image build is for hosts with `runtime: docker`")
     inputs = BuildInputs.from_options(ca_bundle, wheelhouse, offline)
-    conn = connect(host_profile, accept_new_host)
     printer = ProgressPrinter(verbose=not quiet)
-    extras = [f"CA bundle {inputs.ca_bundle}"] if inputs.ca_bundle else []
-    if inputs.wheelhouse:
-        extras.append(f"{len(inputs.wheels())} wheels from {inputs.wheelhouse}")
-    printer.step(f"Building {env_profile.image} on {host}" + (f" with {', '.join(extras)}" if extras else ""))
-    with open_runtime(host_profile, conn) as runtime:
-        info = images.build_image(runtime, env_profile, inputs,
-                                  printer.progress if not quiet else _steps_only(printer))
-    printer._end_line()
+    with open_env(host, env, accept_new_host=accept_new_host, events=printer) as session:
+        env_profile = session.env
+        if session.traits.containers:  # else build_image says there is no image to build, before any work
+            extras = [f"CA bundle {inputs.ca_bundle}"] if inputs.ca_bundle else []
+            if inputs.wheelhouse:
+                extras.append(f"{len(inputs.wheels())} wheels from {inputs.wheelhouse}")
+            printer.step(f"Building {env_profile.image} on {host}" + (f" with {', '.join(extras)}" if extras else ""))
+        info = session.build_image(inputs, printer.progress if not quiet else _steps_only(printer))
+    printer.done()
     torch_label = info.labels.get("org.devenv.torch") or "none"
     cuda_label = info.labels.get("org.devenv.cuda") or "none (CPU)"
     click.secho(f"Built {env_profile.image} ({info.id[:19]}, {info.size_bytes / 1e9:.2f} GB) on {host}: "

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import webbrowser
 
 import click
 
 from devenv.cli import main
-from devenv.cli.common import accept_new_host_option, connect, env_option, load_host, resolve_env
-from devenv.cli.envcommon import hold, open_forwards, open_provisioner
+from devenv.cli.common import accept_new_host_option, env_option
+from devenv.cli.envcommon import hold
 from devenv.cli.ports import require_free
-from devenv.env.spec import CONTAINER_PORTS
-from devenv.services import jupyter
+from devenv.services.session import open_env
 
 
 @main.command("jupyter")
@@ -27,33 +27,17 @@ def jupyter_cmd(host: str, env: str | None, accept_new_host: bool, local_port: i
     """Open a tunnel to the environment's Jupyter on HOST and print its URL (with the token) until Ctrl-C."""
     if local_port:
         require_free(local_port, "--port")
-    host_profile = load_host(host)
-    env_profile = resolve_env(host_profile, env)
-    conn = connect(host_profile, accept_new_host)
-    with open_provisioner(host_profile, conn, with_key=False) as (prov, _):
-        status, token = prov.jupyter_access(env_profile.name)
-    host_port = status.ports["jupyter"]
-    if host_profile.local:  # already on this machine's 127.0.0.1: nothing to forward
-        url = jupyter.lab_url(host_port, token)
-        _say(url, as_json, host, env_profile.name, host_port, host_port, None)
-        if open_browser:
-            webbrowser.open(url)
-        return
-    preferred = local_port or env_profile.ports.get("jupyter", CONTAINER_PORTS["jupyter"])
-    tunnel = open_forwards(host_profile, conn, [("jupyter", "127.0.0.1", host_port, preferred)])
-    url = jupyter.lab_url(tunnel.forwards[0].local_port, token)
-    _say(url, as_json, host, env_profile.name, tunnel.forwards[0].local_port, host_port, tunnel.kind)
+    with open_env(host, env, accept_new_host=accept_new_host) as session:
+        access = session.backend.jupyter_access(session.env.name)
+    url, tunnel = session.open_jupyter(access, local_port)  # None: already on this machine's 127.0.0.1
+    if as_json:
+        local = tunnel.forwards[0].local_port if tunnel is not None else access.port
+        click.echo(json.dumps({"schema_version": 1, "host": host, "env": access.status.env, "url": url,
+                               "local_port": local, "host_port": access.port,
+                               "tunnel": tunnel.kind if tunnel is not None else None}))
+    else:
+        click.echo(url)
     if open_browser:
         webbrowser.open(url)
-    hold(tunnel, host_profile)
-
-
-def _say(url: str, as_json: bool, host: str, env: str, local_port: int, host_port: int, tunnel: str | None) -> None:
-    """The URL, or one JSON line (a script reads it while the tunnel is held)."""
-    if not as_json:
-        click.echo(url)
-        return
-    import json
-
-    click.echo(json.dumps({"schema_version": 1, "host": host, "env": env, "url": url, "local_port": local_port,
-                           "host_port": host_port, "tunnel": tunnel}))
+    if tunnel is not None:
+        hold(tunnel, host)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import click
 
 from devenv.cli import main
-from devenv.cli.common import accept_new_host_option, connect, env_option, load_host, resolve_env
-from devenv.cli.envcommon import open_provisioner
+from devenv.cli.common import accept_new_host_option, env_option
+from devenv.services.session import open_env
 
 
 @main.command()
@@ -20,9 +20,7 @@ def logs(host: str, env: str | None, accept_new_host: bool, follow: bool, tail: 
     """Print the environment's log on HOST (with -f, follow it)."""
     if tail != "all" and not tail.isdigit():
         raise click.BadParameter("give a number of lines or 'all'", param_hint="--tail")
-    host_profile = load_host(host)
-    env_profile = resolve_env(host_profile, env)
-    conn = connect(host_profile, accept_new_host)
-    with open_provisioner(host_profile, conn, with_key=False) as (prov, _):
-        for line in prov.logs(env_profile.name, tail=int(tail) if tail.isdigit() else "all", follow=follow):
+    with open_env(host, env, accept_new_host=accept_new_host) as session:
+        lines = session.backend.logs(session.env.name, tail=int(tail) if tail.isdigit() else "all", follow=follow)
+        for line in lines:
             click.echo(line)

@@ -8,9 +8,9 @@ import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 
-from devenv.cli.common import connect, resolve_env
 from devenv.config import profiles
 from devenv.errors import DevenvError
+from devenv.services.session import open_env
 from devenv.tui.monitor_app import MonitorServices
 
 Progress = Callable[[str, "float | None"], None]
@@ -18,67 +18,43 @@ LOG_TAIL = 100
 
 
 def services_for(host_profiles: dict, accept_new_host: bool = False) -> MonitorServices:
-    from devenv.cli.envcommon import open_provisioner
-
-    def conn(name: str):
-        return connect(host_profiles[name], accept_new_host)
-
-    def env_name(name: str) -> str:
-        return resolve_env(host_profiles[name], None).name
+    def session(name: str):
+        return open_env(host_profiles[name], accept_new_host=accept_new_host)
 
     def env_state(name: str) -> str:
-        with open_provisioner(host_profiles[name], conn(name), with_key=False) as (prov, _):
-            found = prov.find(env_name(name))
-        return f"{found.state} ({found.env})" if found else f"none ({env_name(name)})"
+        with session(name) as s:
+            found = s.backend.find(s.env.name)
+            return f"{found.state} ({found.env})" if found else f"none ({s.env.name})"
 
     def follow_logs(name: str) -> Iterator[str]:
-        with open_provisioner(host_profiles[name], conn(name), with_key=False) as (prov, _):
-            yield from prov.logs(env_name(name), tail=LOG_TAIL, follow=True)
+        with session(name) as s:
+            yield from s.backend.logs(s.env.name, tail=LOG_TAIL, follow=True)
 
     def up(name: str) -> str:
-        from devenv.env.image_context import BuildInputs
-        from devenv.services import provision
-        from devenv.services.preflight import run_check
-
-        profile, env = host_profiles[name], resolve_env(host_profiles[name], None)
-        connection = conn(name)
-        options = provision.UpOptions(BuildInputs.from_options(None, None, False))
-        with open_provisioner(profile, connection) as (prov, key):
-            result = prov.up(env, key.public_line if key else "", key.fingerprint if key else "", options=options,
-                             preflight=lambda: run_check(connection, profile, env))
-        if key and env.sshd and result.host_key and "ssh" in result.status.ports:
-            from devenv.cli.ssh_cmd import write_env_entry
-
-            write_env_entry(profile, env.name, result.status.ports["ssh"], result.host_key, key.private_path)
-        return (f"environment '{env.name}' {result.action} in {result.elapsed_s:.0f} s; "
+        with session(name) as s:  # the same `up` as the CLI's, preflight and ssh entry included
+            result = s.up()
+        return (f"environment '{s.env.name}' {result.action} in {result.elapsed_s:.0f} s; "
                 f"j opens Jupyter, `devenv ssh {name}` a shell")
 
     def down(name: str) -> str:
-        with open_provisioner(host_profiles[name], conn(name), with_key=False) as (prov, _):
-            removed = prov.down(env_name(name))
+        with session(name) as s:
+            removed = s.backend.down(s.env.name)
         if not removed["containers"]:
-            return f"no environment '{env_name(name)}' on {name}: nothing to remove"
+            return f"no environment '{s.env.name}' on {name}: nothing to remove"
         return f"removed {', '.join(removed['containers'])}; the workspace is kept"
 
     tunnels: list = []
     tunnels_lock = threading.Lock()
 
     def open_jupyter(name: str) -> str:
-        from devenv.cli.envcommon import open_forwards
-        from devenv.env.spec import CONTAINER_PORTS
-        from devenv.services import jupyter
-
-        profile, env = host_profiles[name], resolve_env(host_profiles[name], None)
-        connection = conn(name)
-        with open_provisioner(profile, connection, with_key=False) as (prov, _):
-            status, token = prov.jupyter_access(env.name)
-        if profile.local:  # already on this machine's 127.0.0.1
-            return jupyter.lab_url(status.ports["jupyter"], token)
-        preferred = env.ports.get("jupyter", CONTAINER_PORTS["jupyter"])
-        tunnel = open_forwards(profile, connection, [("jupyter", "127.0.0.1", status.ports["jupyter"], preferred)])
+        with session(name) as s:
+            access = s.backend.jupyter_access(s.env.name)
+        url, tunnel = s.open_jupyter(access)
+        if tunnel is None:  # already on this machine's 127.0.0.1
+            return url
         with tunnels_lock:
             tunnels.append(tunnel)  # open while the monitor runs
-        return f"{jupyter.lab_url(tunnel.forwards[0].local_port, token)}  (tunnel open until you quit)"
+        return f"{url}  (tunnel open until you quit)"
 
     def close() -> None:
         with tunnels_lock:
@@ -94,9 +70,12 @@ def services_for(host_profiles: dict, accept_new_host: bool = False) -> MonitorS
         return services
 
     def run_sanity(name: str, progress: Progress) -> str:
-        profile = host_profiles[name]
-        result = sanity.run_sanity(conn(name), python=profile.python, suite="quick",
-                                   on_event=lambda event: _sanity_progress(event, progress))
+        # where `devenv sanity HOST` runs: in the environment when there is one, with the host's GPUs watched
+        with session(name) as s:
+            target = s.command_target(host_if_no_env=True)
+            result = sanity.run_sanity(target.conn, python=target.python, suite="quick",
+                                       on_event=lambda event: _sanity_progress(event, progress),
+                                       host_conn=target.host_conn, container=target.container, among=target.among)
         sanity_history.save_report(name, result.report, result.verdict, suite="quick")
         return f"{result.verdict.status.upper()}: {result.verdict.summary}"
 
@@ -114,13 +93,10 @@ def services_for(host_profiles: dict, accept_new_host: bool = False) -> MonitorS
 def hosts_with_running_env(accept_new_host: bool = False) -> tuple[list[str], list[str]]:
     """(hosts whose environment runs, 'host: why' for hosts that could not be asked), asking every host
     profile in parallel, as `devenv status` does: the hosts are the source of truth."""
-    from devenv.cli.envcommon import open_provisioner
-
     def ask(name: str) -> tuple[str, bool, str | None]:
         try:
-            profile = profiles.load_host(name)
-            with open_provisioner(profile, connect(profile, accept_new_host), with_key=False) as (prov, _):
-                return name, any(s.running for s in prov.status(all_owners=False)), None
+            with open_env(profiles.load_host(name), accept_new_host=accept_new_host) as s:
+                return name, any(e.running for e in s.backend.status(all_owners=False)), None
         except DevenvError as e:
             return name, False, e.message
 

@@ -7,11 +7,13 @@ import time
 
 import click
 
+from devenv.checks.report import CheckReport
 from devenv.env.info import ProgressEvent
 
 
 class ProgressPrinter:
-    """Steps and build lines as they come; pull progress and waits as one rewritten line on a terminal."""
+    """The CLI's services.backend.Events: steps and build lines as they come; pull progress and waits as one
+    rewritten line on a terminal; the preflight's failures; the question before recreating."""
 
     def __init__(self, verbose: bool = True):
         self.verbose = verbose
@@ -41,6 +43,27 @@ class ProgressPrinter:
     def waiting(self, waited: float, probe) -> None:
         down = ", ".join(line.split(" ")[0] for line in probe.text.splitlines() if " down" in line)
         self._rewrite(f"    waiting {waited:5.1f} s ({down or 'starting'} not answering yet)")
+
+    def checked(self, report: CheckReport) -> None:
+        """The preflight of `up`: shown only when it stops `up` (each failed check with its remedy)."""
+        if not report.ok:
+            from devenv.cli.render import print_checks
+
+            self._end_line()
+            print_checks(report)
+
+    def confirm(self, question: str, details: list[str]) -> bool:
+        self._end_line()
+        click.echo(question, err=True)
+        for line in details:
+            click.echo(f"    {line}", err=True)
+        if not sys.stdin.isatty():
+            return False  # never recreate silently; the error says to pass --yes
+        return click.confirm("Recreate?", default=False, err=True)
+
+    def done(self) -> None:
+        """The end of the work: a rewritten line on screen is ended."""
+        self._end_line()
 
     def _rewrite(self, line: str) -> None:
         if self.tty:

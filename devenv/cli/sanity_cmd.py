@@ -2,25 +2,16 @@
 
 from __future__ import annotations
 
-import contextlib
-
 import click
 
 from devenv.cli import main
-from devenv.cli.common import (
-    accept_new_host_option,
-    connect,
-    env_option,
-    host_names,
-    load_host,
-    per_host,
-    resolve_env,
-    worst_exit_code,
-)
-from devenv.cli.render import STATUS_STYLE, emit_json
-from devenv.sanity.verdict import FAIL, NO_GPU, fmt
+from devenv.cli.common import accept_new_host_option, env_option, gpus_option, host_names, per_host, worst_exit_code
+from devenv.cli.render import STATUS_STYLE, emit_json, print_result
+from devenv.sanity.verdict import BUSY, FAIL, NO_GPU, NOT_JUDGED, Status, fmt
+from devenv.services.session import open_env
 
-EXIT_FAIL, EXIT_NO_GPU = 1, 4
+EXIT_FAIL, EXIT_NO_GPU, EXIT_BUSY = 1, 4, 5
+EXIT_OF = {FAIL: EXIT_FAIL, NO_GPU: EXIT_NO_GPU, BUSY: EXIT_BUSY}
 
 
 @main.command()
@@ -35,35 +26,47 @@ EXIT_FAIL, EXIT_NO_GPU = 1, 4
               help="Comma-separated stages: matmul,memcpy,probe,gpt,resnet,compile,pergpu,ddp.")
 @click.option("--inject", type=click.Choice(["inf", "fp16-no-scaler"]), default=None,
               help="Plant a fault, to see the verdict catch it (tests devenv, not the host).")
+@click.option("--gpus", "gpus", metavar="0,1|N|all", callback=gpus_option,
+              help="GPUs to run on: host indices (0,1 or device=1), N free ones (least used), or all.")
+@click.option("--allow-busy", is_flag=True,
+              help="Judge speed even when other processes share the GPUs (the report says so).")
+@click.option("--wait-idle", "wait_idle", type=click.FloatRange(0, 86400), default=None, metavar="SECONDS",
+              help="First wait up to SECONDS for the GPUs to be free of other processes.")
 @click.option("--compare-last", is_flag=True, help="Compare with the last saved report of this host.")
 @click.option("--no-save", is_flag=True, help="Do not save the report under devenv's state folder.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report and verdict as JSON.")
 @accept_new_host_option
 def sanity(hosts: tuple[str, ...], suite: str, env: str | None, python: str | None, on_host: bool, only: str,
-           inject: str | None, compare_last: bool, no_save: bool, as_json: bool, accept_new_host: bool) -> None:
+           inject: str | None, gpus: str | None, allow_busy: bool, wait_idle: float | None, compare_last: bool,
+           no_save: bool, as_json: bool, accept_new_host: bool) -> None:
     """Prove HOST's GPU delivers: matmul rates and memory bandwidth against its SKU, repeatable results,
     and GPT- and ResNet-style training in fp32, TF32, fp16 + GradScaler and bf16.
 
+    Other processes on the GPUs (pid, user, container; the run's own do not count) make the speed checks
+    "not judged" and the verdict BUSY: a shared GPU is not a broken one.
+
     Exits 0 on pass or warn, 1 when a check fails, 4 when there is no GPU (nothing about a GPU was proven),
-    3 when the host cannot be reached. HOST may be an @group: the hosts run in parallel, a verdict each.
+    5 when the GPU was shared (BUSY: speed not judged), 3 when the host cannot be reached. HOST may be an
+    @group: the hosts run in parallel, a verdict each.
     """
     names = host_names(hosts)
+    sharing = {"gpus": gpus, "allow_busy": allow_busy, "wait_idle": wait_idle}
     if len(names) > 1 or hosts[0].startswith("@"):
-        _sanity_group(names, suite, env, python, on_host, only, inject, no_save, as_json, accept_new_host)
+        _sanity_group(names, suite, env, python, on_host, only, inject, no_save, as_json, accept_new_host, sharing)
         return
     host = names[0]
     from devenv.services import sanity_history as history
     from devenv.services.sanity import run_sanity
 
-    host_profile = load_host(host)
-    conn = connect(host_profile, accept_new_host)
     stages = tuple(s.strip() for s in only.split(",") if s.strip())
     on_event = None if as_json else _live_printer()
-    with _target(host_profile, conn, env, on_host) as (target, default_python, where):
+    with open_env(host, env, accept_new_host=accept_new_host) as session:
+        target = session.command_target(on_host)
         if not as_json:
-            click.echo(f"Running the {suite} sanity suite on {host} ({where})...", err=True)
-        result = run_sanity(target, python=python or default_python, suite=suite, on_event=on_event,
-                            inject=inject, only=stages)
+            click.echo(f"Running the {suite} sanity suite on {host} ({target.where})...", err=True)
+        result = run_sanity(target.conn, python=python or target.python, suite=suite, on_event=on_event,
+                            inject=inject, only=stages, host_conn=target.host_conn, container=target.container,
+                            among=target.among, on_wait=None if as_json else _say, **sharing)
     previous = history.last_report(host) if compare_last else None
     saved = None if no_save else history.save_report(host, result.report, result.verdict, suite=suite)
     if as_json:
@@ -81,13 +84,16 @@ def sanity(hosts: tuple[str, ...], suite: str, env: str | None, python: str | No
             _print_comparison(history, previous, host, suite, result.report)
         if saved:
             click.echo(f"Report saved to {saved}", err=True)
-    if result.verdict.status == FAIL:
-        raise SystemExit(EXIT_FAIL)
-    if result.verdict.status == NO_GPU:
-        raise SystemExit(EXIT_NO_GPU)
+    if result.verdict.status in EXIT_OF:
+        raise SystemExit(EXIT_OF[result.verdict.status])
 
 
-def _sanity_group(names, suite, env, python, on_host, only, inject, no_save, as_json, accept_new_host) -> None:
+def _say(text: str) -> None:
+    click.echo(click.style(text, dim=True), err=True)
+
+
+def _sanity_group(names, suite, env, python, on_host, only, inject, no_save, as_json, accept_new_host,
+                  sharing) -> None:
     """Every host of a group in parallel (no live lines), then a summary per host and the worst exit code."""
     from devenv.services import sanity_history as history
     from devenv.services.sanity import run_sanity
@@ -95,11 +101,11 @@ def _sanity_group(names, suite, env, python, on_host, only, inject, no_save, as_
     stages = tuple(s.strip() for s in only.split(",") if s.strip())
 
     def one(name: str):
-        host_profile = load_host(name)
-        conn = connect(host_profile, accept_new_host)
-        with _target(host_profile, conn, env, on_host) as (target, default_python, _where):
-            result = run_sanity(target, python=python or default_python, suite=suite, on_event=None,
-                                inject=inject, only=stages)
+        with open_env(name, env, accept_new_host=accept_new_host) as session:
+            target = session.command_target(on_host)
+            result = run_sanity(target.conn, python=python or target.python, suite=suite, on_event=None,
+                                inject=inject, only=stages, host_conn=target.host_conn, container=target.container,
+                                among=target.among, **sharing)
         if not no_save:
             history.save_report(name, result.report, result.verdict, suite=suite)
         return result
@@ -107,8 +113,7 @@ def _sanity_group(names, suite, env, python, on_host, only, inject, no_save, as_
     if not as_json:
         click.echo(f"Running the {suite} sanity suite on {', '.join(names)}...", err=True)
     results = per_host(names, one)
-    codes = [err.exit_code if err else {FAIL: EXIT_FAIL, NO_GPU: EXIT_NO_GPU}.get(r.verdict.status, 0)
-             for _, r, err in results]
+    codes = [err.exit_code if err else EXIT_OF.get(r.verdict.status, 0) for _, r, err in results]
     if as_json:
         emit_json({"schema_version": 1, "hosts": {
             name: r.to_dict() if r else {"error": err.message, "hint": err.hint, "exit_code": err.exit_code}
@@ -127,37 +132,6 @@ def _sanity_group(names, suite, env, python, on_host, only, inject, no_save, as_
         raise SystemExit(code)
 
 
-@contextlib.contextmanager
-def _target(host_profile, conn, env_flag, on_host):
-    """Where the program runs: the environment's container on a Docker host, else the host itself."""
-    from devenv.runtimes.factory import settle
-
-    host_profile = settle(host_profile, conn)  # `runtime: auto`: docker if the host has it
-    if host_profile.runtime != "docker" or on_host:
-        yield conn, host_profile.python, f"host python {host_profile.python}"
-        return
-    from devenv.cli.envcommon import open_provisioner
-    from devenv.services.env_connection import ContainerConnection
-
-    env_profile = resolve_env(host_profile, env_flag)
-    with open_provisioner(host_profile, conn, with_key=False) as (prov, _):
-        container = prov.running_container_of(env_profile.name)
-        yield ContainerConnection(prov.runtime, container, host_profile.name), "python3", \
-            f"environment '{env_profile.name}'"
-
-
-def _badge(status: str) -> str:
-    label, color = STATUS_STYLE.get(status, (status.upper(), None))
-    return click.style(f"{label:<4}", fg=color, bold=True)
-
-
-def _check_line(c) -> str:
-    value = "" if c.measured is None else f"{fmt(c.measured)} {c.unit}".strip()
-    bound = f" (needs {c.threshold})" if c.threshold and c.status in ("warn", "fail") else ""
-    why = f"  - {c.reason}" if c.status in ("warn", "fail", "skip") or c.measured is None else ""
-    return f"  {_badge(c.status)}  {c.name}  {value}{bound}{why}"
-
-
 def _live_printer():
     def on_event(event: dict) -> None:
         kind = event.get("event")
@@ -165,7 +139,7 @@ def _live_printer():
             click.echo(click.style(f"[{event.get('i')}/{event.get('n')}] {event.get('msg')}", dim=True), err=True)
         elif kind == "result":
             for c in event.get("checks") or []:
-                click.echo(_check_line(c), err=True)
+                print_result(c.as_result(), err=True)
     return on_event
 
 
@@ -175,16 +149,18 @@ def _print_summary(result) -> None:
     if amp:
         click.echo("Mixed precision against fp32 / tf32:")
         for c in amp:
-            click.echo(_check_line(c))
-    fails = [c for c in v.checks if c.status in ("fail", "warn")]
+            print_result(c.as_result())
+    fails = [c for c in v.checks if c.status in (FAIL, Status.WARN)]
     if fails:
         click.echo("Needs attention:")
         for c in fails:
-            click.echo(_check_line(c))
-            if c.source:
-                click.echo(click.style(f"          threshold from: {c.source}", dim=True))
-    label = {"pass": "PASS", "warn": "WARN", "fail": "FAIL", NO_GPU: "NO GPU"}.get(v.status, v.status.upper())
-    color = {"pass": "green", "warn": "yellow", "fail": "red"}.get(v.status, "cyan")
+            print_result(c.as_result(), source=True)
+    busy = [c for c in v.checks if c.status == NOT_JUDGED]
+    if busy:
+        click.echo("Not judged (the GPU was shared):")
+        for c in busy:
+            print_result(c.as_result())
+    label, color = STATUS_STYLE.get(Status(v.status), (str(v.status).upper(), "cyan"))
     click.echo(f"{click.style(label, fg=color, bold=True)}  {result.host}: {v.summary} ({result.wall_s:.0f} s)")
 
 

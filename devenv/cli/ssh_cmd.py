@@ -14,31 +14,13 @@ import subprocess
 import click
 
 from devenv.cli import main
-from devenv.cli.common import accept_new_host_option, connect, env_option, load_host, resolve_env
-from devenv.cli.envcommon import open_provisioner
+from devenv.cli.common import accept_new_host_option, env_option, load_host
 from devenv.config import paths
 from devenv.errors import DevenvError
 from devenv.remote import openssh
-from devenv.runtimes.factory import settle
-
-
-def ssh_files() -> tuple:
-    base = paths.config_dir() / "ssh"
-    return base / "config", base / "known_hosts"
-
-
-def write_env_entry(host, env_name: str, port: int, host_key: str, identity_file) -> str:
-    """Write (or refresh) the environment's block and pinned key; returns its alias."""
-    config, known_hosts = ssh_files()
-    alias = openssh.env_alias(host.name, env_name)
-    block = openssh.env_config_entry(alias, host, port, identity_file, known_hosts,
-                                     shutil.which("ssh") or "ssh")
-    old_config = config.read_text() if config.is_file() else ""
-    old_known = known_hosts.read_text() if known_hosts.is_file() else ""
-    pinned = openssh.known_hosts_line(alias, host_key)
-    paths.write_private(known_hosts, openssh.replace_known_host(old_known, alias, pinned))
-    paths.write_private(config, openssh.replace_block(old_config, alias, block))
-    return alias
+from devenv.services.backends import known_traits
+from devenv.services.session import open_env
+from devenv.services.ssh_entry import ssh_files
 
 
 @main.command(context_settings={"ignore_unknown_options": True})
@@ -51,33 +33,30 @@ def write_env_entry(host, env_name: str, port: int, host_key: str, identity_file
 def ssh(host: str, env: str | None, accept_new_host: bool, show_config: bool, command: tuple[str, ...]) -> None:
     """Open a shell inside the environment on HOST (or run COMMAND after --), with OpenSSH."""
     host_profile = load_host(host)
-    env_profile = resolve_env(host_profile, env)
     ssh_binary = shutil.which("ssh")
     if ssh_binary is None and not show_config:
         raise DevenvError("OpenSSH's `ssh` is not installed on this machine",
                           "install openssh-client (apt install openssh-client), or use `devenv exec HOST -- CMD`")
-    conn = None
-    if host_profile.runtime == "auto" and not show_config:
-        conn = connect(host_profile, accept_new_host)
-        host_profile = settle(host_profile, conn)
-    if host_profile.runtime == "host" and not host_profile.local and not show_config:
-        # No second sshd: the environment is the host, whose own sshd serves the shell.
-        _run_ssh([ssh_binary, *openssh.host_options(host_profile), *_command(command)])
-    conn = conn or connect(host_profile, accept_new_host)
-    with open_provisioner(host_profile, conn) as (prov, key):
-        port, host_key = prov.ssh_target(env_profile.name)
-    alias = write_env_entry(host_profile, env_profile.name, port, host_key, key.private_path)
+    traits = known_traits(host_profile)
+    if not show_config and not host_profile.local and traits is not None and traits.shell_on_host:
+        # known without connecting: the host's own sshd serves the shell, and OpenSSH does it all
+        _run_ssh([ssh_binary or "ssh", *openssh.host_options(host_profile), *_command(command)])
+    with open_env(host_profile, env, accept_new_host=accept_new_host) as session:
+        alias, block = session.ssh_alias()
+        if alias is None:  # the environment is the host, whose own sshd serves the shell
+            if show_config or session.host.local:
+                raise DevenvError(f"{host} runs environments on the host itself (runtime: {session.host.runtime}): "
+                                  "there is no separate sshd", "use `ssh` to the host as you do now")
+            _run_ssh([ssh_binary or "ssh", *openssh.host_options(session.host), *_command(command)])
     config, _ = ssh_files()
     if show_config:
-        block = openssh.env_config_entry(alias, host_profile, port, key.private_path, ssh_files()[1],
-                                         ssh_binary or "ssh")
         click.echo(f"# {alias}: kept in {config}, refreshed by `devenv up` and `devenv ssh`")
         click.echo(block)
         click.echo(f"# To use it from VS Code Remote-SSH or plain `ssh {alias}`, put this line at the TOP of "
                    f"{paths.ssh_config_path()}:")
         click.echo(f"Include {config}")
         return
-    _run_ssh([ssh_binary, "-F", str(config), alias, *_command(command)])
+    _run_ssh([ssh_binary or "ssh", "-F", str(config), alias, *_command(command)])
 
 
 def _command(command: tuple[str, ...]) -> list[str]:

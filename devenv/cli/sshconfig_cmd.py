@@ -22,7 +22,9 @@ _MARKER = "ssh-include.json"  # remembers that devenv created the user's file, s
 
 
 def devenv_ssh_config() -> Path:
-    return paths.config_dir() / "ssh" / "config"
+    from devenv.services.ssh_entry import ssh_files
+
+    return ssh_files()[0]
 
 
 def user_ssh_config() -> Path:

@@ -5,20 +5,18 @@ from __future__ import annotations
 import click
 
 from devenv.cli import main
-from devenv.cli.common import accept_new_host_option, connect, host_names, load_host, per_host, worst_exit_code
-from devenv.cli.envcommon import open_provisioner
+from devenv.cli.common import accept_new_host_option, host_names, load_host, per_host, worst_exit_code
 from devenv.cli.render import emit_json
 from devenv.config import hostref
 from devenv.errors import DevenvError
+from devenv.services.session import open_env
 
 STATE_COLOR = {"running": "green", "created": "yellow", "exited": "red", "restarting": "red", "absent": None}
 
 
 def _host_status(name: str, accept_new_host: bool) -> list:
-    host = load_host(name)
-    conn = connect(host, accept_new_host)
-    with open_provisioner(host, conn, with_key=False) as (prov, _):
-        return prov.status()
+    with open_env(name, accept_new_host=accept_new_host) as session:
+        return session.backend.status()
 
 
 @main.command()
@@ -46,13 +44,14 @@ def status(hosts: tuple[str, ...], accept_new_host: bool, as_json: bool) -> None
         rows = [s for _, found, _ in results for s in found]
         if rows:
             # host-side ports: on each host's loopback, not this machine's (`devenv jupyter` / `tunnel` forward them)
-            header = f"{'HOST':<14} {'ENV':<12} {'OWNER':<10} {'STATE':<11} {'JUPYTER@HOST':<16} {'SSH@HOST':<16} SPEC"
+            header = (f"{'HOST':<14} {'ENV':<12} {'OWNER':<10} {'STATE':<11} {'JUPYTER@HOST':<16} {'SSH@HOST':<16} "
+                      f"{'GPUS':<8} SPEC")
             click.echo(click.style(header, bold=True))
             for s in rows:
                 state = click.style(f"{s.state:<11}", fg=STATE_COLOR.get(s.state))
                 jup = f"host:{s.ports['jupyter']}" if "jupyter" in s.ports else "-"
                 ssh = f"host:{s.ports['ssh']}" if "ssh" in s.ports else "-"
-                click.echo(f"{s.host:<14} {s.env:<12} {s.owner:<10} {state} {jup:<16} {ssh:<16} "
+                click.echo(f"{s.host:<14} {s.env:<12} {s.owner:<10} {state} {jup:<16} {ssh:<16} {s.gpus or '-':<8} "
                            f"{(s.spec_hash or '-')[:12]}{'  ' + s.detail if s.detail else ''}")
             click.echo("Ports are on each host's own 127.0.0.1, not this machine's: `devenv jupyter HOST` or "
                        "`devenv tunnel HOST PORT` forwards them here.")

@@ -7,9 +7,11 @@ import re
 import click
 
 from devenv.cli import main
-from devenv.cli.common import accept_new_host_option, connect, env_option, load_host, resolve_env
-from devenv.cli.envcommon import hold, open_forwards, open_provisioner
+from devenv.cli.common import accept_new_host_option, env_option
+from devenv.cli.envcommon import hold
 from devenv.cli.ports import require_free
+from devenv.errors import DevenvError
+from devenv.services.session import open_env
 
 _SPEC = re.compile(r"^(\d{1,5})(?::(\d{1,5}))?$")
 
@@ -34,16 +36,13 @@ def tunnel(host: str, ports: tuple[str, ...], env: str | None, accept_new_host: 
     for _, local in wanted_ports:
         if local:
             require_free(local, "LOCAL")
-    host_profile = load_host(host)
-    env_profile = resolve_env(host_profile, env)
-    conn = connect(host_profile, accept_new_host)
-    with open_provisioner(host_profile, conn, with_key=False) as (prov, _):
-        status = prov.find(env_profile.name)
+    with open_env(host, env, accept_new_host=accept_new_host) as session:
+        env_profile = session.env
+        status = session.backend.find(env_profile.name)
     if status is None or not status.running:
-        from devenv.errors import DevenvError
         raise DevenvError(f"the environment '{env_profile.name}' on {host} is not running",
                           f"start it with `devenv up {host}`")
-    if host_profile.local:  # this machine reaches the container's address directly
+    if session.host.local:  # this machine reaches the container's address directly
         if as_json:
             _json(host, env_profile.name, [(status.address, rport, rport) for rport, _ in wanted_ports], None)
             return
@@ -52,12 +51,12 @@ def tunnel(host: str, ports: tuple[str, ...], env: str | None, accept_new_host: 
         return
     # Container ports are reached at the container's address on the host's Docker network.
     wanted = [(f"port {rport}", status.address, rport, local or rport) for rport, local in wanted_ports]
-    tun = open_forwards(host_profile, conn, wanted)
+    tun = session.forward(wanted)
     if as_json:
         _json(host, env_profile.name, [("127.0.0.1", f.local_port, f.remote_port) for f in tun.forwards], tun.kind)
     for f in tun.forwards if not as_json else []:
         click.echo(f"127.0.0.1:{f.local_port} -> {env_profile.name}:{f.remote_port}")
-    hold(tun, host_profile)
+    hold(tun, host)
 
 
 def _json(host: str, env: str, forwards: list[tuple[str, int, int]], kind: str | None) -> None:

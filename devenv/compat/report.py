@@ -3,13 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
-Status = Literal["pass", "warn", "fail", "unknown"]
-PASS: Status = "pass"
-WARN: Status = "warn"
-FAIL: Status = "fail"
-UNKNOWN: Status = "unknown"
+from devenv.checks.report import FAIL, PASS, UNKNOWN, WARN, CheckResult, Status
 
 # Worst wins. A definite failure outranks "unknown": one sure reason it cannot run settles the verdict.
 _RANK = {PASS: 0, WARN: 1, UNKNOWN: 2, FAIL: 3}
@@ -35,6 +31,11 @@ class Finding:
     source: str | None = None
     requires: dict[str, Any] = field(default_factory=dict)
     message: str | None = None  # the error the user will meet, word for word, when it fails
+
+    def as_result(self) -> CheckResult:
+        """For the one renderer: the reason as what was seen, the error word for word under it."""
+        return CheckResult(self.check, self.title, self.status, self.reason, self.remedy,
+                           {"message": self.message, "source": self.source, "requires": dict(self.requires)})
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -101,7 +102,7 @@ class CompatReport:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "verdict": self.verdict,
+            "verdict": self.verdict.value,
             "runs": self.runs,
             "summary": VERDICT_TEXT[self.verdict],
             "reason": self.reason,

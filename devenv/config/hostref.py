@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 
 from devenv.config import paths, profiles
-from devenv.config.profiles import HostProfile, SSHTarget
+from devenv.config.profiles import HostProfile, RuntimeKind, SSHTarget
 from devenv.errors import ProfileError
 
 GROUP_PREFIX = "@"
@@ -84,7 +84,7 @@ def destination_profile(name: str) -> HostProfile:
         target = SSHTarget(alias=host)  # ssh -G resolves it: a config alias, or the plain name
     else:
         target = SSHTarget(hostname=host, user=user, port=int(port) if port else None)
-    return HostProfile(name=name, source="ssh destination (no profile)", ssh=target, runtime="auto",
+    return HostProfile(name=name, source="ssh destination (no profile)", ssh=target, runtime=RuntimeKind.AUTO,
                        description="reached as `ssh " + name + "` would")
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from enum import Enum
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,18 @@ class SSHTarget:
     connect_timeout: float | None = None
 
 
+class RuntimeKind(str, Enum):
+    """Where a host's environments live (`runtime:` of a host profile). Only services.backends branches on it."""
+
+    DOCKER = "docker"   # a container of the host's Docker (or podman) engine
+    HOST = "host"       # the bare host: Jupyter run by the host's python
+    SLURM = "slurm"     # a Slurm job, submitted from the login node the profile names
+    AUTO = "auto"       # docker where the host has it, else host (decided once connected)
+
+    def __str__(self) -> str:
+        return self.value
+
+
 @dataclass(frozen=True)
 class HostProfile:
     name: str
@@ -41,7 +54,7 @@ class HostProfile:
     description: str = ""
     local: bool = False
     ssh: SSHTarget | None = None
-    runtime: str = "docker"
+    runtime: RuntimeKind = RuntimeKind.DOCKER
     python: str = "python3"
     default_env: str = "cuda"
     groups: tuple[str, ...] = ()
@@ -49,8 +62,12 @@ class HostProfile:
     gpu_devices: str = "auto"         # how GPUs reach containers: auto (podman: cdi, docker: toolkit) | toolkit | cdi
     slurm: SlurmSettings | None = None      # runtime: slurm: what each environment job asks the scheduler for
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.runtime, RuntimeKind):  # a plain string from a caller (replace(), tests)
+            object.__setattr__(self, "runtime", RuntimeKind(self.runtime))
+
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {**asdict(self), "runtime": self.runtime.value}  # plain data: YAML and JSON alike
 
 
 @dataclass(frozen=True)
@@ -73,7 +90,7 @@ class EnvProfile:
     volumes: dict[str, str] = field(default_factory=lambda: {"workspace": "/workspace"})
     env: dict[str, str] = field(default_factory=dict)
     shm_size: str = "8g"
-    gpus: str = "all"
+    gpus: str = "all"                 # all | none | free:N (gpus: N) | "0,1" (devenv.gpu.choose)
     jupyter: bool = True
     sshd: bool = True
 
@@ -176,13 +193,17 @@ def _mapping_of(value_parser: Callable, key_pattern: str = r"[A-Za-z_][A-Za-z0-9
 
 
 def _gpus(ctx, node, where):
+    """all | none | N (N free GPUs, picked at `up`) | [0, 1] / "0,1" / device=1 (those GPUs): devenv.gpu.choose."""
+    from devenv.gpu.choose import parse_gpus
+
     if isinstance(node, yaml.SequenceNode):
         ids = [_int(ctx, n, f"{where}[{i}]", 0, 1023) for i, n in enumerate(node.value)]
         return ",".join(str(i) for i in ids)
-    text = _scalar(ctx, node, where, "'all', 'none' or GPU indices")
-    if text in ("all", "none") or re.fullmatch(r"\d+(,\d+)*", text):
-        return text
-    raise ctx.fail(node, where, f"expected 'all', 'none' or indices like '0,1', got '{text}'", f"write {where}: all")
+    text = _scalar(ctx, node, where, "'all', 'none', a count or GPU indices")
+    try:
+        return parse_gpus(text)
+    except ValueError as e:
+        raise ctx.fail(node, where, str(e), f"write {where}: all, {where}: 2 (two free GPUs) or {where}: [0, 1]")            from None
 
 
 def _fields(ctx: _Ctx, node: yaml.Node, where: str, schema: dict[str, Callable]) -> dict[str, Any]:

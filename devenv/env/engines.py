@@ -62,6 +62,6 @@ def cdi_device_names(gpus: str, kind: str = CDI_GPU_KIND) -> list[str]:
     """CDI names for an environment's `gpus` (all | none | "0,1"): nvidia.com/gpu=all, nvidia.com/gpu=0, ..."""
     if gpus == "none":
         return []
-    if gpus == "all":
+    if gpus == "all" or gpus.startswith("free:"):  # a count is picked at `up`: until then, any of them
         return [f"{kind}=all"]
     return [f"{kind}={index.strip()}" for index in gpus.split(",") if index.strip()]

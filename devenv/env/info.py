@@ -64,6 +64,7 @@ class EnvStatus:
     detail: str = ""
     job_id: str | None = None        # a scheduler's job holding it (scheduler backends), else None
     nodes: list[str] = field(default_factory=list)   # the nodes it runs on, when not the host itself
+    gpus: str | None = None          # the host GPUs it was given (label org.devenv.gpus), when recorded
 
     @property
     def running(self) -> bool:
@@ -103,6 +104,7 @@ def status_from_container(c: ContainerInfo, host: str) -> EnvStatus:
         started_at=c.started_at,
         detail=detail,
         address=c.ip or "127.0.0.1",
+        gpus=c.labels.get(envspec.GPUS),
     )
 
 

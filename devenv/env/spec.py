@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from devenv.config.profiles import EnvProfile
+from devenv.errors import DevenvError
 
 LABEL = "org.devenv"
 MANAGED = f"{LABEL}.managed"
@@ -27,6 +28,7 @@ SPEC_HASH = f"{LABEL}.spec-hash"
 PORTS = f"{LABEL}.ports"
 ROLE = f"{LABEL}.role"          # on volumes: which of the profile's volumes this is
 VERSION = f"{LABEL}.version"
+GPUS = f"{LABEL}.gpus"          # the host GPUs the container was given ("0,1"; "all"), picked at `up` for gpus: N
 
 # Where the services listen inside the container (the image's entrypoint); the host publishes them on
 # 127.0.0.1 at the profile's preferred ports, or at free ones when those are taken.
@@ -140,15 +142,26 @@ class ContainerRequest:
     ports: dict[int, int | None]      # container port -> preferred host port (None: any free one)
     volumes: dict[str, str]           # volume name -> mount path
     shm_size: str
-    gpus: str                         # all | none | "0,1"
+    gpus: str                         # all | none | "0,1" (a count, free:N, is resolved to indices before this)
     hostname: str
     ulimits: dict[str, tuple[int, int]] = field(default_factory=lambda: dict(ULIMITS))
 
 
 def container_request(spec: dict[str, Any], owner_name: str, host_name: str, version: str,
-                      any_port: set[str] = frozenset()) -> ContainerRequest:
-    """The container for a spec; services in any_port get a free host port instead of the preferred one."""
+                      any_port: set[str] = frozenset(), chosen_gpus: str | None = None) -> ContainerRequest:
+    """The container for a spec; services in any_port get a free host port instead of the preferred one.
+    chosen_gpus: the indices picked for a spec that asks for a count of free GPUs (gpus: free:N); recorded in
+    a label of its own, outside the spec hash, so a later `up` with other GPUs free still reattaches."""
     env_name = spec["env"]
+    gpus = spec["gpus"]
+    if str(gpus).startswith("free:"):
+        if not chosen_gpus:
+            raise DevenvError(f"internal: the environment '{env_name}' asks for {gpus[5:]} free GPU(s) "
+                              "but none were picked", "report this bug")
+        gpus = chosen_gpus
+    request_labels = labels(spec, owner_name, host_name, version)
+    if gpus != "none":
+        request_labels[GPUS] = gpus
     environment = dict(spec["env_vars"])
     environment["DEVENV_JUPYTER"] = "1" if spec["jupyter"] else "0"
     environment["DEVENV_SSHD"] = "1" if spec["sshd"] else "0"
@@ -159,11 +172,11 @@ def container_request(spec: dict[str, Any], owner_name: str, host_name: str, ver
     return ContainerRequest(
         name=container_name(owner_name, env_name),
         image=spec["image_id"] or spec["image"],
-        labels=labels(spec, owner_name, host_name, version),
+        labels=request_labels,
         environment=environment,
         ports={CONTAINER_PORTS[svc]: (None if svc in any_port else port) for svc, port in spec["ports"].items()},
         volumes={volume_name(owner_name, env_name, role): path for role, path in spec["volumes"].items()},
         shm_size=spec["shm_size"],
-        gpus=spec["gpus"],
+        gpus=gpus,
         hostname=f"devenv-{env_name}"[:63],
     )

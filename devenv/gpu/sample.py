@@ -241,6 +241,7 @@ class AppsFrame:
     exit_code: int
     processes: tuple[ProcessSample, ...]
     error: str | None = None     # nvidia-smi's message when it failed
+    me: str | None = None        # the user the stream runs as (its @me line), to tell other users' processes
 
 
 def parse_apps_frame(lines: list[str]) -> AppsFrame:
@@ -249,11 +250,14 @@ def parse_apps_frame(lines: list[str]) -> AppsFrame:
     code = _int(head[1]) if len(head) > 1 else None
     code = -1 if code is None else code
     csv_lines, users, cgroups = [], {}, {}
+    me = None
     for line in lines[1:]:
         if line.startswith("@user "):
             parts = line.split(None, 2)
             if len(parts) == 3 and parts[1].isdigit():
                 users[int(parts[1])] = parts[2].strip()
+        elif line.startswith("@me "):
+            me = line[4:].strip() or None
         elif line.startswith("@cgroup "):
             parts = line.split(None, 2)
             if len(parts) == 3 and parts[1].isdigit():
@@ -262,13 +266,13 @@ def parse_apps_frame(lines: list[str]) -> AppsFrame:
             csv_lines.append(line)
     if code != 0:
         message = "\n".join(line for line in csv_lines if line.strip()) or f"exit code {code}"
-        return AppsFrame(code, (), message)
+        return AppsFrame(code, (), message, me)
     processes = tuple(
         ProcessSample(p.pid, p.name, p.used_mib, p.gpu_uuid, users.get(p.pid),
                       container_from_cgroup(cgroups.get(p.pid, ())))
         for p in parse_apps_csv("\n".join(csv_lines))
     )
-    return AppsFrame(0, processes)
+    return AppsFrame(0, processes, None, me)
 
 
 # --- history --------------------------------------------------------------------------------------------

@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Iterator
@@ -25,6 +26,8 @@ from devenv.remote import dial
 from devenv.remote.base import DEFAULT_TIMEOUT, Result
 from devenv.remote.channel_io import ChannelIO, stop_script, wrap_command
 from devenv.remote.sshconfig import ResolvedTarget, resolve
+
+log = logging.getLogger(__name__)  # under "devenv": `devenv -v` / DEVENV_DEBUG=1 show it (cli.setup_logging)
 
 _CHANNEL_ERRORS = (paramiko.SSHException, EOFError, OSError)
 _OPEN_ATTEMPTS = 3
@@ -66,9 +69,13 @@ class SSHConnection:
         with self._lock:
             if self._chain and self._chain[-1].is_active():
                 return self._chain[-1]
+            if self._chain:
+                log.info("%s: the SSH connection died; reconnecting", self.name)
             dial.close_chain(self._chain)  # a dead pooled transport is replaced, never reused
             self._chain = []
+            started = time.monotonic()
             self._chain = dial.open_chain(self.resolved, accept_new_host=self.accept_new_host)
+            log.debug("%s: connected to %s in %.3f s", self.name, self.resolved.address, time.monotonic() - started)
             return self._chain[-1]
 
     def close(self) -> None:
@@ -91,6 +98,7 @@ class SSHConnection:
     def run(self, command: str, *, timeout: float = DEFAULT_TIMEOUT, check: bool = False,
             stdin: bytes | str | None = None, env: dict[str, str] | None = None) -> Result:
         data = stdin.encode() if isinstance(stdin, str) else stdin
+        started = time.monotonic()
         with self._runs:
             io = self._start(command, env)
             ended = False
@@ -112,6 +120,8 @@ class SSHConnection:
                 io.channel.close()
         result = Result(command, io.stdout.decode(errors="replace"), io.stderr_text(),
                         io.exit_code())
+        log.debug("%s: exit %s in %.3f s: %s", self.name, result.exit_code, time.monotonic() - started,
+                  command.strip().splitlines()[0][:160] if command.strip() else "")  # never secrets: stdin isn't shown
         if check and not result.ok:
             raise CommandFailed(result)
         return result

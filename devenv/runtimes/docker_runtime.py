@@ -10,6 +10,7 @@ so the service can pick a free one.
 from __future__ import annotations
 
 import io
+import logging
 import re
 import tarfile
 import time
@@ -53,6 +54,8 @@ _RLIMIT_NAMES = {3: "stack", 6: "nproc", 7: "nofile", 8: "memlock"}
 # crun (Fedora/RHEL podman's runtime) names the limit: "crun: setrlimit `RLIMIT_NOFILE`: Operation not permitted"
 _CRUN_RLIMIT_REFUSED = re.compile(r"setrlimit `RLIMIT_([A-Z]+)`")
 
+
+_log = logging.getLogger(__name__)  # every Docker API call and its duration, for `devenv -v`
 
 class DockerRuntime:
     """Containers, images and volumes on one host's container engine (Docker or podman)."""
@@ -360,6 +363,7 @@ class DockerRuntime:
     def _call(self, fn, *args, **kwargs):
         """One API call: NotFound passes to the caller; other refusals and network failures become errors
         the user can act on."""
+        started = time.monotonic()
         try:
             return fn(*args, **kwargs)
         except docker.errors.NotFound:
@@ -370,6 +374,9 @@ class DockerRuntime:
                               "`devenv status HOST` shows what devenv made there") from None
         except _NETWORK_ERRORS as exc:
             raise self._lost(getattr(fn, "__name__", "a Docker call"), exc) from None
+        finally:
+            _log.debug("%s: docker %s in %.3f s", self.host, getattr(fn, "__name__", "call"),
+                       time.monotonic() - started)
 
     def _lost(self, what: str, exc: BaseException) -> ConnectError:
         why = str(exc) or type(exc).__name__

@@ -14,11 +14,14 @@ from typing import Any
 
 import yaml
 
-SKU_TABLE_PATH = Path(__file__).parent / "data" / "gpu_skus.yaml"
+from devenv.checks.report import FAIL, INFO, NO_GPU, PASS, SKIP, WARN, CheckResult, Status
 
-PASS, WARN, FAIL, INFO, SKIP = "pass", "warn", "fail", "info", "skip"
-NO_GPU = "no-gpu"
-_RANK = {FAIL: 3, WARN: 2, PASS: 1, INFO: 0, SKIP: 0}
+SKU_TABLE_PATH = Path(__file__).parent / "data" / "gpu_skus.yaml"
+NOT_JUDGED = Status.NOT_JUDGED  # a speed measured on a GPU another process was using: shown, never judged
+BUSY = Status.BUSY  # the verdict when speed went unjudged because a target GPU was shared
+_RANK = {FAIL: 3, WARN: 2, PASS: 1, INFO: 0, SKIP: 0, NOT_JUDGED: 0}
+SHARED_SOURCE = ("DCGM diagnostics refuse to judge a GPU that other processes use: their numbers measure the "
+                 "sharing, not the GPU")
 
 # Relative error of a product against float64 on the same rounded inputs: a few times the unit roundoff
 # of what the tensor cores round to (fp32 2^-24; tf32 inputs 2^-11; fp16 output 2^-11; bf16 output 2^-9).
@@ -54,7 +57,7 @@ DDP_SYNC_SOURCE = "DistributedDataParallel keeps every rank's weights identical 
 @dataclass(frozen=True)
 class Check:
     name: str  # what was judged, for people: "matmul bf16: rate"
-    status: str  # pass | warn | fail | info | skip
+    status: Status  # pass | warn | fail | info | skip
     measured: Any = None
     unit: str = ""
     threshold: str | None = None  # e.g. ">= 582.8" (already the number compared against)
@@ -63,18 +66,36 @@ class Check:
     check: str | None = None  # the script's result id (matmul_bf16, train_gpt_fp16, ...)
     gpu: int | None = None
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.status, Status):  # a plain word (a saved report, the script's events)
+            object.__setattr__(self, "status", Status(self.status))
+
+    def as_result(self) -> CheckResult:
+        """For the one renderer: the measured value, the bound it missed, and why."""
+        value = "" if self.measured is None else f"{fmt(self.measured)} {self.unit}".strip()
+        bound = f" (needs {self.threshold})" if self.threshold and self.status in (WARN, FAIL) else ""
+        why = f"  - {self.reason}" if self.status in (WARN, FAIL, SKIP, NOT_JUDGED) or self.measured is None else ""
+        return CheckResult(self.check or self.name, self.name, self.status, f"{value}{bound}{why}", None,
+                           {"source": self.source, "gpu": self.gpu})
+
     def to_dict(self) -> dict:
         return asdict(self)
 
 
 @dataclass(frozen=True)
 class Verdict:
-    status: str  # pass | warn | fail | no-gpu
+    status: Status  # pass | warn | fail | busy | no-gpu
     summary: str
     gpu_proven: bool
     sku: str | None  # the matched SKU id, None for an unknown GPU or none
     gpu_name: str | None
     checks: tuple[Check, ...] = field(default_factory=tuple)
+    shared: tuple[str, ...] = ()  # "GPU 0 was shared with pid 820 (...)", one per shared target GPU
+    allow_busy: bool = False      # judged anyway although shared (--allow-busy)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.status, Status):
+            object.__setattr__(self, "status", Status(self.status))
 
     def counts(self) -> dict[str, int]:
         out: dict[str, int] = {}
@@ -87,7 +108,8 @@ class Verdict:
 
     def to_dict(self) -> dict:
         return {"status": self.status, "summary": self.summary, "gpu_proven": self.gpu_proven, "sku": self.sku,
-                "gpu_name": self.gpu_name, "counts": self.counts(), "checks": [c.to_dict() for c in self.checks]}
+                "gpu_name": self.gpu_name, "counts": self.counts(), "shared": list(self.shared),
+                "allow_busy": self.allow_busy, "checks": [c.to_dict() for c in self.checks]}
 
 
 # ----------------------------------------------------------------------------------- the SKU table
@@ -569,7 +591,33 @@ def _speedup(ctx: Context, name: str, base: dict, amp: dict, target, tsrc: str, 
 
 
 # ----------------------------------------------------------------------------------- the whole report
-def judge_report(report: dict, table: SkuTable | None = None) -> Verdict:
+def is_speed(c: Check) -> bool:
+    """Rates, throughputs, MFU, speedups and bandwidths: what another process on the GPU makes lower."""
+    return (c.name.endswith((": rate", ": throughput", ": MFU", ": bus bandwidth")) or ": speedup vs " in c.name)
+
+
+def _unjudge(checks: list[Check], shared: dict[int | None, str]) -> list[Check]:
+    """Speed checks on a shared GPU: the value is kept, the status becomes not-judged, the reason names who."""
+    out = []
+    for c in checks:
+        if None in shared:
+            why = shared[None]
+        else:
+            why = "; ".join(shared.values()) if c.gpu is None else shared.get(c.gpu)
+        if why is not None and is_speed(c) and c.status in (PASS, WARN, FAIL):
+            c = Check(name=c.name, status=NOT_JUDGED, measured=c.measured, unit=c.unit, threshold=c.threshold,
+                      source=SHARED_SOURCE, reason=f"{why}: measured, not judged", check=c.check, gpu=c.gpu)
+        out.append(c)
+    return out
+
+
+def judge_report(report: dict, table: SkuTable | None = None, *, shared: dict[int | None, str] | None = None,
+                 allow_busy: bool = False) -> Verdict:
+    """The verdict on a report. `shared`: the run's GPU index (None: which is unknown) -> who else used it
+    during the run ("GPU 0 was shared with pid 820 (...)"). Speed checks on those GPUs are not judged and the
+    verdict is BUSY (a failed correctness check still fails), unless allow_busy: then everything is judged and
+    the report says it was judged anyway."""
+    shared = dict(shared or {})
     fp = report.get("fingerprint") or {}
     ctx = context_for(fp, table)
     results = [r for r in report.get("results") or [] if isinstance(r, dict)]
@@ -579,12 +627,21 @@ def judge_report(report: dict, table: SkuTable | None = None) -> Verdict:
     for r in results:
         checks += judge_result(r, ctx)
     checks += _amp_checks(results, ctx)
+    if shared and ctx.device == "cuda":
+        if allow_busy:
+            checks.append(Check(name="shared GPU", status=INFO, measured="judged anyway", source=SHARED_SOURCE,
+                                reason="; ".join(shared.values()) + ": speed judged anyway (--allow-busy); low "
+                                       "rates may be the other processes' doing"))
+        else:
+            checks = _unjudge(checks, shared)
     if report.get("inject"):
         checks.append(Check(name="fault injection", status=INFO, measured=report["inject"],
                             reason="a fault was planted on purpose (--inject): this run tests devenv, not the host"))
     worst = max((_RANK[c.status] for c in checks), default=0)
-    counts = {s: sum(1 for c in checks if c.status == s) for s in (PASS, WARN, FAIL)}
+    counts = {s: sum(1 for c in checks if c.status == s) for s in (PASS, WARN, FAIL, NOT_JUDGED)}
     tally = f"{counts[PASS]} passed, {counts[WARN]} warned, {counts[FAIL]} failed"
+    if counts[NOT_JUDGED]:
+        tally += f", {counts[NOT_JUDGED]} not judged"
     fails = [c for c in checks if c.status == FAIL]
     if ctx.device != "cuda":
         status = FAIL if worst == _RANK[FAIL] else NO_GPU
@@ -597,7 +654,18 @@ def judge_report(report: dict, table: SkuTable | None = None) -> Verdict:
             status = {3: FAIL, 2: WARN}.get(worst, PASS)
             who = ctx.sku.name if ctx.sku else f"unknown GPU '{ctx.gpu_name}' (rates not judged)"
             summary = f"{who}: {tally}"
+            if counts[NOT_JUDGED]:
+                whom = "; ".join(dict.fromkeys(shared.values()))
+                if status != FAIL:
+                    status = BUSY
+                    summary = f"{whom}: speed not judged ({who}: {tally})"
+                else:
+                    summary += f"; {whom}: speed not judged"
+            elif shared and allow_busy:
+                summary += f"; judged although {'; '.join(dict.fromkeys(shared.values()))} (--allow-busy)"
     if fails:
         summary += f"; first failure: {fails[0].name}: {fails[0].reason}"
     return Verdict(status=status, summary=summary, gpu_proven=ctx.device == "cuda" and status != FAIL,
-                   sku=ctx.sku.id if ctx.sku else None, gpu_name=ctx.gpu_name, checks=tuple(checks))
+                   sku=ctx.sku.id if ctx.sku else None, gpu_name=ctx.gpu_name, checks=tuple(checks),
+                   shared=tuple(dict.fromkeys(shared.values())) if ctx.device == "cuda" else (),
+                   allow_busy=allow_busy and bool(shared))

@@ -10,37 +10,73 @@ There is no second sshd: `devenv ssh` goes to the host itself. The runtime is a 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
 
 from devenv import __version__
 from devenv.config.profiles import EnvProfile, HostProfile
 from devenv.env import spec as envspec
 from devenv.env import state as envstate
-from devenv.env.info import EnvStatus
+from devenv.env.image_context import BuildInputs
+from devenv.env.info import EnvStatus, ImageInfo, ProgressEvent
 from devenv.errors import DevenvError
 from devenv.services import jupyter
-from devenv.services.provision import PreflightFailed, UpEvents, UpOptions, UpResult
+from devenv.services.backend import (
+    Check,
+    CommandTarget,
+    Events,
+    ExecStream,
+    JupyterAccess,
+    QuietEvents,
+    SshTarget,
+    Traits,
+    UpOptions,
+    UpResult,
+    no_images,
+    preflight,
+)
+
+if TYPE_CHECKING:
+    from devenv.remote.base import Connection
+    from devenv.remote.envkey import EnvKey
+    from devenv.runtimes.host_runtime import HostRuntime
 
 
 class HostProvisioner:
-    def __init__(self, runtime, host: HostProfile, owner: str | None = None):
+    """Environments of one owner on a host without Docker (an EnvironmentBackend)."""
+
+    traits = Traits(containers=False, shell_on_host=True, down_verb="Stopped")
+
+    def __init__(self, runtime: HostRuntime, host: HostProfile, conn: Connection, check: Check | None = None,
+                 owner: str | None = None):
         self.runtime = runtime
         self.host = host
+        self.conn = conn
+        self.check = check            # the preflight; None: `up` checks nothing
         self.owner = owner or envspec.owner()
+
+    @classmethod
+    def open(cls, host: HostProfile, conn: Connection, check: Check | None = None) -> HostProvisioner:
+        from devenv.runtimes.host_runtime import HostRuntime
+
+        return cls(HostRuntime(conn, host), host, conn, check)
+
+    def close(self) -> None:
+        self.runtime.close()
 
     def key(self, env_name: str) -> str:
         return f"{self.owner}-{env_name}"
 
-    def spec(self, env: EnvProfile) -> dict:
+    def spec(self, env: EnvProfile) -> dict[str, Any]:
         return {"env": env.name, "runtime": "host", "python": self.host.python,
                 "port": env.ports.get("jupyter", envspec.CONTAINER_PORTS["jupyter"]), "jupyter": env.jupyter}
 
     # --- up ----------------------------------------------------------------------------------------------
 
-    def up(self, env: EnvProfile, public_key: str = "", key_fingerprint: str = "", *,
-           events: UpEvents | None = None, options: UpOptions | None = None,
-           preflight: Callable[[], object] | None = None) -> UpResult:
-        events = events or UpEvents()
+    def up(self, env: EnvProfile, key: EnvKey | None = None, *, events: Events | None = None,
+           options: UpOptions | None = None) -> UpResult:
+        """key: unused, the host's own sshd serves the shell."""
+        events = events or QuietEvents()
         options = options or UpOptions()
         started = time.monotonic()
         if not env.jupyter:
@@ -54,11 +90,7 @@ class HostProvisioner:
             self._wait(current, options, events)
             return self._result(env, current, "reattached", token, started)
 
-        if preflight is not None:
-            events.step(f"Checking {self.host.name}")
-            report = preflight()
-            if not report.ok:
-                raise PreflightFailed(report)
+        preflight(self.check, self.host, env, events)
         facts = self.runtime.python_facts()
         if not facts.get("jupyterlab"):
             raise DevenvError(f"{self.host.python} on {self.host.name} (python {facts.get('python')}) has no "
@@ -94,7 +126,7 @@ class HostProvisioner:
                                 f"Jupyter listens on {launched['port']} instead")
         return result
 
-    def _wait(self, state: dict, options: UpOptions, events: UpEvents) -> float:
+    def _wait(self, state: dict, options: UpOptions, events: Events) -> float:
         port = state["port"]
         key = state.get("dir", "").rsplit("/", 1)[-1] or self.key(state["env"])
 
@@ -144,13 +176,13 @@ class HostProvisioner:
         envstate.forget(self.host.name, env_name)
         return removed
 
-    def jupyter_access(self, env_name: str) -> tuple[EnvStatus, str]:
+    def jupyter_access(self, env_name: str) -> JupyterAccess:
         current = self.find(env_name)
         if current is None or not current.running:
             raise DevenvError(f"Jupyter for '{env_name}' on {self.host.name} is not running",
                               f"start it with `devenv up {self.host.name} --env {env_name}`")
         token = self._token_for(env_name)
-        return current, token
+        return JupyterAccess(current, token, current.ports["jupyter"])
 
     def _token_for(self, env_name: str) -> str:
         token = self.runtime.read_token(self.key(env_name))
@@ -159,18 +191,24 @@ class HostProvisioner:
                               f"restart it: `devenv down {self.host.name}` then `devenv up {self.host.name}`")
         return token
 
-    def ssh_target(self, env_name: str):
-        raise DevenvError(f"{self.host.name} runs environments on the host itself (runtime: host): there is no "
-                          "separate sshd", f"use `ssh` to the host as you do now; Jupyter's files are in "
-                          f"{self.runtime.workspace(env_name)}")
+    def ssh_target(self, env_name: str) -> SshTarget:
+        """The host itself: its own sshd serves the shell (there is no second sshd)."""
+        return SshTarget()
 
-    def logs(self, env_name: str, tail: int | str = 200, follow: bool = False):
+    def build_image(self, env: EnvProfile, inputs: BuildInputs,
+                    progress: Callable[[ProgressEvent], None]) -> ImageInfo:
+        raise no_images(self.host)
+
+    def command_target(self, env_name: str, host_if_no_env: bool = False) -> CommandTarget:
+        return CommandTarget(self.conn, self.host.python, f"host python {self.host.python}", self.conn)
+
+    def logs(self, env_name: str, tail: int | str = 200, follow: bool = False) -> Iterator[str]:
         if self.find(env_name) is None:
             raise DevenvError(f"no environment '{env_name}' on {self.host.name}",
                               f"start it: devenv up {self.host.name}")
         return self.runtime.logs(self.key(env_name), tail=tail, follow=follow)
 
-    def exec(self, env_name: str, argv: list[str]):
+    def exec(self, env_name: str, argv: list[str]) -> ExecStream:
         code, out, err = self.runtime.exec(env_name, argv)
         return iter([(out.encode(), err.encode())]), (lambda: code)
 

@@ -68,6 +68,7 @@ class HostSnapshot:
     reconnects: int = 0
     next_retry_t: float | None = None
     fields_missing: tuple[str, ...] = ()
+    login_user: str | None = None   # who the process stream runs as: other users' processes are marked
 
     @property
     def driver_version(self) -> str | None:
@@ -89,6 +90,7 @@ class HostSnapshot:
             "processes": [p.to_dict() for p in self.processes],
             "processes_time": self.processes_t, "processes_error": self.processes_error,
             "gaps": [g.to_dict() for g in self.gaps], "fields_missing": list(self.fields_missing),
+            "login_user": self.login_user,
         }
         if with_history:
             data["history"] = {str(i): [p.to_dict() for p in pts] for i, pts in self.history.items()}
@@ -104,6 +106,7 @@ def apps_loop_script(nvidia_smi: str = "nvidia-smi", every_s: float = 5.0, once:
 while :; do
   out=$({apps_query_command(nvidia_smi)} 2>&1)
   echo "{APPS_BEGIN} $?"
+  echo "@me ${{USER:-$(id -un)}}"
   [ -n "$out" ] && printf '%s\\n' "$out"
   pids=
   while IFS=, read -r pid rest; do
@@ -197,18 +200,20 @@ def sample_once(conn: Connection, *, nvidia_smi: str = "nvidia-smi", timeout: fl
     except DevenvError as e:
         return HostSnapshot(host, ERROR, clock(), e.message, e.hint)
     processes, apps_t, apps_error = (), None, None
+    login_user = None
     try:
         result = conn.run(apps_loop_script(nvidia_smi, once=True), timeout=timeout)
         apps_t = clock()
         frames = list(read_apps_frames(iter(result.stdout.splitlines())))
         if frames:
             processes, apps_error = _named(conn, frames[-1].processes, {}), frames[-1].error
+            login_user = frames[-1].me
     except DevenvError as e:
         apps_error = e.message
     missing = tuple(f for f in GPU_FIELDS if f not in fields and FIELD_ALIASES.get(f) not in fields)
     return HostSnapshot(host, OK, clock(), gpus=tuple(gpus), processes=tuple(processes), processes_t=apps_t,
                         processes_error=apps_error, last_sample_t=gpus[0].t, samples=len(gpus),
-                        fields_missing=missing)
+                        fields_missing=missing, login_user=login_user)
 
 
 def _named(conn: Connection, processes, cache: dict[str, str]) -> tuple[ProcessSample, ...]:
@@ -253,6 +258,7 @@ class HostSampler:
         self._latest: dict[int, GpuSample] = {}
         self._histories: dict[int, GpuHistory] = {}
         self._processes: tuple[ProcessSample, ...] = ()
+        self._login_user: str | None = None
         self._processes_t: float | None = None
         self._processes_error: str | None = None
         self._gaps: list[Gap] = []
@@ -371,6 +377,7 @@ class HostSampler:
                         processes = _named(conn, frame.processes, self._names)
                         with self._changed:
                             self._processes, self._processes_error = processes, frame.error
+                            self._login_user = frame.me or self._login_user
                             self._processes_t = self._clock()
                             self._bump()
                 finally:
@@ -459,4 +466,5 @@ class HostSampler:
             processes=self._processes, processes_t=self._processes_t, processes_error=self._processes_error,
             gaps=tuple(self._gaps), last_sample_t=self._last_sample_t, samples=self._samples,
             reconnects=self._reconnects, next_retry_t=self._next_retry_t, fields_missing=missing,
+            login_user=self._login_user,
         )

@@ -8,12 +8,13 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from devenv.checks import engine as engine_checks
+from devenv.checks import gpu_use
 from devenv.checks import host as hc
 from devenv.checks.compat_findings import compat_checks
 from devenv.checks.report import CheckReport, CheckResult
 from devenv.config.profiles import EnvProfile, HostProfile
 from devenv.remote.base import Connection
-from devenv.runtimes.factory import settle
+from devenv.services.backends import settle, traits_of
 
 PROBE_TIMEOUT = 30.0
 
@@ -38,6 +39,7 @@ def run_check(
     host: HostProfile,
     env: EnvProfile,
     on_result: Callable[[CheckResult], None] | None = None,
+    allow_busy: bool = False,
 ) -> CheckReport:
     """Every check for `host` running `env`. Connection failures raise (nothing else can be checked)."""
     started = time.perf_counter()
@@ -47,11 +49,12 @@ def run_check(
     emit = on_result or (lambda r: None)
     emit(results[0])
 
+    containers = traits_of(host).containers  # else the host's python runs the environment
     probes = {**hc.PROBES, **engine_checks.PROBES}
-    probes["image"] = engine_checks.image_probe(env.image, host.engine) if host.runtime == "docker" else "exit 1"
-    probes["python"] = hc.python_probe(host.python) if host.runtime == "host" else "exit 0"
-    probes["disk"] = (engine_checks.disk_probe(host.engine) if host.runtime == "docker"
-                      else hc.disk_dir_probe(host.runtime))
+    probes["image"] = engine_checks.image_probe(env.image, host.engine) if containers else "exit 1"
+    probes["gpu_use"] = gpu_use.probe()
+    probes["python"] = hc.python_probe(host.python) if not containers else "exit 0"
+    probes["disk"] = engine_checks.disk_probe(host.engine) if containers else hc.home_disk_probe()
     with ThreadPoolExecutor(max_workers=1) as pool:  # the forwarding probe overlaps the batch's round trip
         forwarding = pool.submit(_forwarding, conn)
         batch = conn.run(hc.batch_script(probes), timeout=PROBE_TIMEOUT)
@@ -69,7 +72,7 @@ def run_check(
     image = hc.image_facts(out["image"])
     wants_gpu = env.gpus != "none"
     engine = None
-    if host.runtime == "docker":
+    if containers:
         engine = engine_checks.choose_engine(host.engine, out["docker_version"], out["docker_info"], out["podman_info"])
         add(*engine.results)
     else:
@@ -77,6 +80,9 @@ def run_check(
     add(hc.judge_disk(disk, disk_dir, image is not None, env.image_size_gb))
     gpu_checks, inventory, _driver_cuda = hc.judge_gpus(out["gpus"], out["nvsmi_header"], wants_gpu)
     add(*gpu_checks)
+    if inventory:
+        add(*gpu_use.judge_gpu_use(out["gpu_use"].stdout, env.gpus, allow_busy=allow_busy, host=host.name,
+                                   t=time.time()))
     if engine is not None:
         add(engine_checks.judge_gpu_access(engine.name, host.gpu_devices, env.gpus, out["toolkit"], out["cdi_specs"],
                                            engine.docker_info, bool(inventory), wants_gpu))

@@ -11,81 +11,73 @@ The runtime (devenv.runtimes.docker_runtime.DockerRuntime) is passed in; this mo
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
 
 from devenv import __version__
 from devenv.config.profiles import EnvProfile, HostProfile
 from devenv.env import spec as envspec
 from devenv.env import state as envstate
 from devenv.env.image_context import BuildInputs
-from devenv.env.info import (
-    EnvStatus,
-    LimitRefused,
-    PortInUse,
-    ProgressEvent,
-    status_from_container,
-)
+from devenv.env.info import EnvStatus, ImageInfo, LimitRefused, PortInUse, ProgressEvent, status_from_container
 from devenv.errors import DevenvError
+from devenv.gpu import choose as gpu_choose
 from devenv.services import images, jupyter
+from devenv.services.backend import (
+    Check,
+    CommandTarget,
+    Events,
+    ExecStream,
+    JupyterAccess,
+    QuietEvents,
+    SshTarget,
+    Traits,
+    UpOptions,
+    UpResult,
+    preflight,
+)
+from devenv.services.env_connection import ContainerConnection
+
+if TYPE_CHECKING:
+    from devenv.remote.base import Connection
+    from devenv.remote.envkey import EnvKey
+    from devenv.runtimes.docker_runtime import DockerRuntime
 
 AUTHORIZED_KEYS_FILE = "/etc/devenv/authorized_keys"
 HOST_KEY_FILE = "/etc/ssh/ssh_host_ed25519_key.pub"
 
 
-class UpEvents:
-    """What `up` tells its front end; the defaults print nothing and refuse to recreate."""
-
-    def step(self, text: str) -> None: ...
-
-    def progress(self, event: ProgressEvent) -> None: ...
-
-    def waiting(self, waited: float, probe: jupyter.Probe) -> None: ...
-
-    def confirm(self, question: str, details: list[str]) -> bool:
-        return False
-
-
-@dataclass
-class UpOptions:
-    build_inputs: BuildInputs = field(default_factory=BuildInputs)
-    ready_timeout: float = jupyter.READY_TIMEOUT
-    assume_yes: bool = False          # recreate a changed environment without asking
-
-
-@dataclass
-class UpResult:
-    status: EnvStatus
-    action: str                       # created | reattached | recreated | started
-    token: str | None
-    host_key: str | None              # the environment's sshd host key ("ssh-ed25519 AAAA...")
-    image_action: str = "present"     # present | built | pulled
-    elapsed_s: float = 0.0
-    notes: list[str] = field(default_factory=list)
-
-
-class PreflightFailed(DevenvError):
-    def __init__(self, report):
-        names = ", ".join(c.title for c in report.failed)
-        super().__init__(f"{report.host} is not ready for '{report.env}': {names}",
-                         "fix the failed checks above (each shows its remedy), then run `devenv up` again")
-        self.report = report
-
-
 class Provisioner:
-    """Environments of one owner on one Docker host."""
+    """Environments of one owner on one Docker host (an EnvironmentBackend)."""
 
-    def __init__(self, runtime, host: HostProfile, owner: str | None = None):
+    traits = Traits(containers=True, shell_on_host=False, down_verb="Removed container")
+
+    def __init__(self, runtime: DockerRuntime, host: HostProfile, check: Check | None = None,
+                 owner: str | None = None, conn: Connection | None = None):
         self.runtime = runtime
         self.host = host
+        self.check = check            # the preflight; None: `up` checks nothing
         self.owner = owner or envspec.owner()
+        self.conn = conn              # the host's own connection (commands on the host, beside the engine's)
+
+    @classmethod
+    def open(cls, host: HostProfile, conn: Connection, check: Check | None = None) -> Provisioner:
+        """On the host's container engine, through the Docker API over conn (services.backends calls this)."""
+        from devenv.runtimes.docker_runtime import DockerRuntime
+
+        runtime = DockerRuntime.connect(conn, host.name, host.local, host.engine, host.gpu_devices)
+        return cls(runtime, host, check, conn=conn)
+
+    def close(self) -> None:
+        self.runtime.close()
 
     # --- up ------------------------------------------------------------------------------------------
 
-    def up(self, env: EnvProfile, public_key: str, key_fingerprint: str, *, events: UpEvents | None = None,
-           options: UpOptions | None = None, preflight: Callable[[], object] | None = None) -> UpResult:
-        events = events or UpEvents()
+    def up(self, env: EnvProfile, key: EnvKey | None, *, events: Events | None = None,
+           options: UpOptions | None = None) -> UpResult:
+        events = events or QuietEvents()
         options = options or UpOptions()
+        public_key, key_fingerprint = (key.public_line, key.fingerprint) if key else ("", "")
         started = time.monotonic()
         name = envspec.container_name(self.owner, env.name)
         existing = self.runtime.find(name)
@@ -102,11 +94,7 @@ class Provisioner:
                 self._wait(env, existing.id, options, events)
                 return self._result(env, existing.id, "reattached", token, started, "present")
 
-        if preflight is not None:
-            events.step(f"Checking {self.host.name}")
-            report = preflight()
-            if not report.ok:
-                raise PreflightFailed(report)
+        preflight(self.check, self.host, env, events)
 
         image, image_action = images.ensure_image(self.runtime, env, options.build_inputs, events.progress,
                                                   events.step)
@@ -146,13 +134,26 @@ class Provisioner:
             volume = envspec.volume_name(self.owner, env.name, role)
             if self.runtime.ensure_volume(volume, self._volume_labels(env.name, role)):
                 events.step(f"Created volume {volume}")
-        container, token, notes = self._create_and_start(env, spec, public_key, events)
+        chosen = self._pick_gpus(spec, options, events)
+        container, token, notes = self._create_and_start(env, spec, public_key, events, chosen)
         self._wait(env, container, options, events)
         result = self._result(env, container, action, token, started, image_action)
         result.notes.extend(notes)
         return result
 
-    def _create_and_start(self, env: EnvProfile, spec: dict, public_key: str, events: UpEvents):
+    def _pick_gpus(self, spec: dict, options: UpOptions, events: Events) -> str | None:
+        count = gpu_choose.count_of(str(spec["gpus"]))
+        if count is None:
+            return None
+        if options.pick_gpus is None:
+            raise DevenvError(f"the environment asks for {count} free GPU(s), and nothing here can pick them",
+                              "name the GPUs in the profile (gpus: [0, 1]) or use `devenv up`")
+        chosen = options.pick_gpus(count)
+        events.step(f"Picked GPU {chosen} ({gpu_choose.describe_ask(str(spec['gpus']))})")
+        return chosen
+
+    def _create_and_start(self, env: EnvProfile, spec: dict, public_key: str, events: Events,
+                          chosen_gpus: str | None = None):
         """Create and start. A taken preferred port is replaced by a free one, a ulimit the host refuses is
         dropped; both are said in the result's notes."""
         any_port: set[str] = set()
@@ -160,7 +161,8 @@ class Provisioner:
         notes: list[str] = [f"{self.host.name} refuses ulimit {name} for containers (learned earlier); "
                             f"started without it" for name in sorted(refused)]
         while True:
-            request = envspec.container_request(spec, self.owner, self.host.name, __version__, any_port)
+            request = envspec.container_request(spec, self.owner, self.host.name, __version__, any_port,
+                                                chosen_gpus)
             for name in refused:
                 request.ulimits.pop(name, None)
             events.step(f"Creating container {request.name}")
@@ -192,7 +194,7 @@ class Provisioner:
                 notes.append(note)
                 events.step(note)
 
-    def _start(self, env: EnvProfile, container: str, public_key: str, events: UpEvents) -> str | None:
+    def _start(self, env: EnvProfile, container: str, public_key: str, events: Events) -> str | None:
         """Put the secrets in (again: an interrupted `up` may have stopped before), then start."""
         files = []
         token = None
@@ -208,7 +210,7 @@ class Provisioner:
         self.runtime.start(container)
         return token
 
-    def _wait(self, env: EnvProfile, container: str, options: UpOptions, events: UpEvents) -> float:
+    def _wait(self, env: EnvProfile, container: str, options: UpOptions, events: Events) -> float:
         services = [s if s != "ssh" else "sshd" for s in envspec.services(env)]
         if not services:
             return 0.0
@@ -304,7 +306,7 @@ class Provisioner:
                               f"start it with `devenv up {self.host.name} --env {env_name}`")
         return current.container
 
-    def jupyter_access(self, env_name: str) -> tuple[EnvStatus, str]:
+    def jupyter_access(self, env_name: str) -> JupyterAccess:
         """(the running environment, its Jupyter token), the token read back from the host if not cached."""
         current = self.find(env_name)
         if current is None or not current.running or "jupyter" not in current.ports:
@@ -320,9 +322,9 @@ class Provisioner:
                 raise DevenvError(f"the environment '{env_name}' on {self.host.name} has no Jupyter token",
                                   f"recreate it: `devenv down {self.host.name}` then `devenv up {self.host.name}`")
             envstate.update(self.host.name, env_name, container=current.container, token=token, ports=current.ports)
-        return current, token
+        return JupyterAccess(current, token, current.ports["jupyter"])
 
-    def ssh_target(self, env_name: str) -> tuple[int, str]:
+    def ssh_target(self, env_name: str) -> SshTarget:
         """(the host port publishing the environment's sshd on 127.0.0.1, its host key) of a running environment."""
         current = self.find(env_name)
         if current is None or not current.running or "ssh" not in current.ports:
@@ -334,12 +336,34 @@ class Provisioner:
         if not data:
             raise DevenvError(f"the environment '{env_name}' on {self.host.name} has no sshd host key yet",
                               "wait until `devenv up` reports it ready, then try again")
-        return current.ports["ssh"], " ".join(data.decode().split()[:2])
+        return SshTarget(current.ports["ssh"], " ".join(data.decode().split()[:2]))
 
-    def logs(self, env_name: str, tail: int | str = 200, follow: bool = False):
+    def logs(self, env_name: str, tail: int | str = 200, follow: bool = False) -> Iterator[str]:
         """The environment's log lines (Jupyter and sshd write to the container's output)."""
         return self.runtime.logs(self.container_of(env_name), tail=tail, follow=follow)
 
-    def exec(self, env_name: str, argv: list[str]):
+    def exec(self, env_name: str, argv: list[str]) -> ExecStream:
         """(chunks of (stdout, stderr) bytes, a function giving the exit code once they are read)."""
         return self.runtime.exec_stream(self.running_container_of(env_name), argv)
+
+    def build_image(self, env: EnvProfile, inputs: BuildInputs,
+                    progress: Callable[[ProgressEvent], None]) -> ImageInfo:
+        return images.build_image(self.runtime, env, inputs, progress)
+
+    def command_target(self, env_name: str, host_if_no_env: bool = False) -> CommandTarget:
+        """The environment's container, with its python and torch, and the host GPUs it was given."""
+        if self.conn is None:
+            raise DevenvError("internal: this backend was made without the host's connection",
+                              "open backends with services.backends.open_backend")
+        python = self.host.python
+        status = self.find(env_name)
+        if host_if_no_env and (status is None or not status.running):
+            return CommandTarget(self.conn, python, f"host python {python}, no environment running", self.conn)
+        container = self.running_container_of(env_name)
+        labels_gpus = (status.gpus if status is not None else None) or ""
+        spec_gpus = str(((status.spec if status else None) or {}).get("gpus") or "")
+        among = gpu_choose.indices_of(labels_gpus) if labels_gpus else None
+        if among is None and spec_gpus and not spec_gpus.startswith(gpu_choose.FREE_PREFIX):
+            among = gpu_choose.indices_of(spec_gpus)
+        return CommandTarget(ContainerConnection(self.runtime, container, self.host.name), "python3",
+                             f"environment '{env_name}'", self.conn, container, among)

@@ -14,6 +14,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from devenv.errors import CommandFailed, CommandTimeout, DevenvError
+from devenv.gpu import choose as gpu_choose
+from devenv.gpu.occupancy import Occupancy, RunIdentity, describe_gpu, foreign
 from devenv.remote.base import Connection, quote
 from devenv.sanity import SCRIPT_NAME, script_bytes
 from devenv.sanity.verdict import (
@@ -24,6 +26,7 @@ from devenv.sanity.verdict import (
     judge_report,
     judge_result,
 )
+from devenv.services import gpu_occupancy
 
 SUITES = ("quick", "full")
 STAGES = ("matmul", "memcpy", "probe", "gpt", "resnet", "compile", "pergpu", "ddp")  # as sanity_run.py names them
@@ -44,22 +47,32 @@ class SanityReport:
     verdict: Verdict
     wall_s: float  # laptop-side, command to verdict
     log_tail: list[str] = field(default_factory=list)  # lines on stdout that were not JSON
+    sharing: dict | None = None  # who else was on the run's GPUs (None: not watched, e.g. no host connection)
 
     def to_dict(self) -> dict:
         return {"host": self.host, "suite": self.suite, "wall_s": self.wall_s,
-                "verdict": self.verdict.to_dict(), "report": self.report}
+                "verdict": self.verdict.to_dict(), "report": self.report, "sharing": self.sharing}
 
 
 def run_sanity(conn: Connection, python: str = "python3", suite: str = "quick",
                on_event: EventHandler | None = None, *, inject: str | None = None,
                only: Sequence[str] = (), table: SkuTable | None = None,
-               timeout: float | None = None) -> SanityReport:
+               timeout: float | None = None, host_conn: Connection | None = None, container: str | None = None,
+               gpus: str | None = None, among: list[int] | None = None, allow_busy: bool = False,
+               wait_idle: float | None = None, on_wait: Callable[[str], None] | None = None,
+               watch_every_s: float = 2.0) -> SanityReport:
     """Ship and run the sanity program on `conn`'s host; call on_event for each event as it arrives.
 
     on_event gets the program's event dicts ("start", "progress", "result"); a "result" event carries an
     extra key "checks": the verdict's checks for that result alone (list of Check), so a front end can show
     pass/fail live. `only` limits the run to some stages (STAGES). Raises DevenvError (with a hint) when
     python or torch is missing or the run breaks.
+
+    host_conn: the GPU host itself (conn may be a container on it): its GPUs are sampled before and during the
+    run, and other processes on the run's GPUs make the verdict BUSY (speed not judged) unless allow_busy.
+    container: the container conn runs in (to tell the run's own processes). gpus: which GPUs to run on
+    (devenv.gpu.choose spelling; among: the ones the environment has). wait_idle: wait so long for them to be
+    free first, telling on_wait.
     """
     if suite not in SUITES:
         raise DevenvError(f"unknown sanity suite '{suite}'", f"choose one of: {', '.join(SUITES)}")
@@ -70,19 +83,99 @@ def run_sanity(conn: Connection, python: str = "python3", suite: str = "quick",
         raise DevenvError(f"unknown sanity stage(s): {', '.join(unknown)}", f"choose from: {', '.join(STAGES)}")
     started = time.monotonic()
     _check_python(conn, python)
+    before, choice = _before_run(host_conn, conn.name, gpus, among, allow_busy, wait_idle, on_wait)
+    visible = f"CUDA_VISIBLE_DEVICES={quote(','.join(u for u in choice.uuids if u))} " if choice else ""
+    pid: dict[str, int] = {}
+
+    def seen(event: dict) -> None:
+        if event.get("event") == "start" and isinstance(event.get("pid"), int):
+            pid["run"] = event["pid"]
+        if on_event is not None:
+            on_event(event)
+
     workdir = _make_workdir(conn)
+    watch = gpu_occupancy.Watch(host_conn, every_s=watch_every_s) if before is not None and host_conn else None
     try:
         conn.put(script_bytes(), f"{workdir}/{SCRIPT_NAME}", 0o644)  # inside a 0700 folder
-        command = (f"cd {quote(workdir)} && PYTHONUNBUFFERED=1 exec {quote(python)} {SCRIPT_NAME} "
+        command = (f"cd {quote(workdir)} && {visible}PYTHONUNBUFFERED=1 exec {quote(python)} {SCRIPT_NAME} "
                    f"--suite {suite} --json-lines" + (f" --inject {inject}" if inject else "")
                    + (f" --only {','.join(only)}" if only else ""))
-        report, log_tail = _stream_events(conn, command, python, on_event, table,
-                                          timeout if timeout is not None else TIMEOUTS[suite])
+        if watch is not None:
+            watch.start()
+        try:
+            report, log_tail = _stream_events(conn, command, python, seen, table,
+                                              timeout if timeout is not None else TIMEOUTS[suite])
+        finally:
+            during = watch.stop() if watch is not None else []
+        if host_conn is not None and before is not None:
+            during.append(gpu_occupancy.sample(host_conn))  # once more as the report arrives
     finally:
         _remove_workdir(conn, workdir)
-    verdict = judge_report(report, table)
+    shared: dict[int | None, str] = {}
+    sharing = None
+    if before is not None and host_conn is not None:
+        me = RunIdentity(pid.get("run"), container)
+        shared, sharing = _sharing(host_conn, report, [before, *during], me, choice)
+    verdict = judge_report(report, table, shared=shared, allow_busy=allow_busy)
     return SanityReport(host=conn.name, suite=suite, report=report, verdict=verdict,
-                        wall_s=time.monotonic() - started, log_tail=log_tail)
+                        wall_s=time.monotonic() - started, log_tail=log_tail, sharing=sharing)
+
+
+def _before_run(host_conn: Connection | None, host: str, gpus: str | None, among: list[int] | None,
+                allow_busy: bool, wait_idle: float | None, on_wait: Callable[[str], None] | None
+                ) -> tuple[Occupancy | None, gpu_choose.Choice | None]:
+    """(the look at the host's GPUs just before the run, the GPUs chosen for it: None = as the run finds them).
+    Waits for free GPUs when asked to."""
+    asked = gpus if gpus not in (None, "all") else None
+    if host_conn is None:
+        if asked or wait_idle:
+            raise DevenvError(f"choosing or waiting for GPUs needs {host}'s own connection",
+                              "run `devenv sanity` against the host profile")
+        return None, None
+    if wait_idle:
+        choice, before = gpu_occupancy.wait_free(host_conn, gpus or "all", host=host, timeout_s=wait_idle,
+                                                 among=among, on_wait=on_wait)
+        if on_wait is not None:
+            on_wait(f"GPU {choice.gpus} free: starting")
+        return before, choice if asked else None
+    before = gpu_occupancy.sample(host_conn)
+    if not before.gpus:
+        if asked:
+            raise DevenvError(f"cannot choose GPUs on {host}: {before.error}", "check the driver with `devenv check`")
+        return None, None  # no GPU to watch: the run itself will say so (no-gpu)
+    if not asked:
+        return before, None
+    states = gpu_choose.gpu_states(before)
+    return before, gpu_occupancy.pick(states, asked, host=host, allow_busy=True if gpu_choose.count_of(asked) is None
+                                      else allow_busy, among=among)
+
+
+def _sharing(host_conn: Connection, report: dict, samples: list[Occupancy], me: RunIdentity,
+             choice: gpu_choose.Choice | None) -> tuple[dict[int | None, str], dict]:
+    """(the run's GPU index -> who else was on it, for the verdict; the record kept with the report)."""
+    fp = report.get("fingerprint") or {}
+    uuids = [g.get("uuid") for g in fp.get("gpus") or []]
+    if choice is not None and not all(uuids):
+        uuids = list(choice.uuids)  # CUDA_VISIBLE_DEVICES lists them in the run's order
+    on_host = {g.uuid for occ in samples for g in occ.gpus if g.uuid}
+    # the run's GPUs by UUID, when the host's nvidia-smi knows them all (else: watch every GPU of the host)
+    known = bool(uuids) and all(u in on_host for u in uuids)
+    others = foreign(samples, me, uuids if known else None)
+    sharers = gpu_occupancy.name_containers(host_conn, [s for found in others.values() for s in found])
+    by_uuid: dict[str, list] = {}
+    for s in sharers:
+        by_uuid.setdefault(s.gpu_uuid or "", []).append(s)
+    shared: dict[int | None, str] = {}
+    if known:
+        for k, uuid in enumerate(uuids):
+            if uuid in by_uuid:
+                shared[k] = describe_gpu(by_uuid[uuid][0].gpu_index, by_uuid[uuid])
+    elif by_uuid:  # which GPU the run used is unknown: any shared GPU of the host (of the choice) counts
+        shared[None] = "; ".join(describe_gpu(found[0].gpu_index, found) for found in by_uuid.values())
+    record = {"samples": len(samples), "run_pid": me.pid, "container": me.container,
+              "gpu_uuids": uuids if known else None, "others": [s.to_dict() for s in sharers],
+              "before": samples[0].to_dict() if samples else None}
+    return shared, record
 
 
 def _check_python(conn: Connection, python: str) -> None:

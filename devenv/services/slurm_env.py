@@ -20,6 +20,7 @@ import json
 import shlex
 import time
 from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
 
 from devenv.cluster import slurm_job
 from devenv.cluster.errors import JobEnded, JobRejected, QueueTimeout
@@ -28,9 +29,28 @@ from devenv.cluster.slurm_text import Job
 from devenv.config.profiles import EnvProfile, HostProfile
 from devenv.env import spec as envspec
 from devenv.env import state as envstate
-from devenv.env.info import EnvStatus
+from devenv.env.image_context import BuildInputs
+from devenv.env.info import EnvStatus, ImageInfo, ProgressEvent
 from devenv.errors import DevenvError
 from devenv.services import jupyter
+from devenv.services.backend import (
+    Check,
+    CommandTarget,
+    Events,
+    ExecStream,
+    JupyterAccess,
+    QuietEvents,
+    SshTarget,
+    Traits,
+    UpOptions,
+    UpResult,
+    no_images,
+    preflight,
+)
+
+if TYPE_CHECKING:
+    from devenv.remote.base import Connection
+    from devenv.remote.envkey import EnvKey
 
 LIVE = ("pending", "running", "ending")
 
@@ -45,13 +65,17 @@ except Exception as e:
 
 
 class SlurmEnvironments:
-    """The environments of one owner on one Slurm cluster, reached through its login node.
+    """The environments of one owner on one Slurm cluster, reached through its login node (an EnvironmentBackend).
 
     `slurm` is a devenv.schedulers.slurm.Slurm and `files` a devenv.runtimes.host_runtime.HostRuntime, both on
     the login node's connection (passed in: this service never builds an adapter)."""
 
+    traits = Traits(containers=False, shell_on_host=False, down_verb="Cancelled")
+
     def __init__(self, host: HostProfile, conn, slurm, files, owner: str | None = None,
-                 clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep):
+                 clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep,
+                 check: Check | None = None):
+        self.check = check            # the preflight; None: `up` checks nothing
         self.host = host
         self.conn = conn
         self.slurm = slurm
@@ -135,14 +159,28 @@ class SlurmEnvironments:
 
     # --- up ----------------------------------------------------------------------------------------------
 
-    def up(self, env: EnvProfile, *, events, ready_timeout: float = jupyter.READY_TIMEOUT,
-           assume_yes: bool = False, preflight: Callable[[], object] | None = None):
-        """(status, action, token, elapsed): the env's Jupyter running in a job, answering on its node."""
+    @classmethod
+    def open(cls, host: HostProfile, conn: Connection, check: Check | None = None) -> SlurmEnvironments:
+        """Slurm's own CLI and the bare-host runtime's files, both on the login node's connection."""
+        from devenv.runtimes.host_runtime import HostRuntime
+        from devenv.schedulers.slurm import Slurm
+
+        return cls(host, conn, Slurm(conn, host.name), HostRuntime(conn, host), check=check)
+
+    def close(self) -> None:
+        self.files.close()
+
+    def up(self, env: EnvProfile, key: EnvKey | None = None, *, events: Events | None = None,
+           options: UpOptions | None = None) -> UpResult:
+        """The env's Jupyter running in a job, answering on its node (key: unused, no sshd in the job)."""
+        events = events or QuietEvents()
+        options = options or UpOptions()
+        ready_timeout, assume_yes = options.ready_timeout, options.assume_yes
         started = self._clock()
         if not env.jupyter:
             raise DevenvError(f"environment '{env.name}' runs no Jupyter: on a Slurm cluster there is nothing "
                               f"to start", f"use `devenv sanity {self.host.name}` to run checks in a job")
-        key = self.key(env.name)
+        env_key = self.key(env.name)
         spec = self.spec(env)
         spec_hash = envspec.spec_hash(spec)
         job = self.job_of(env.name)
@@ -153,8 +191,7 @@ class SlurmEnvironments:
                 events.step(f"Found job {job.job_id} ({job.state.lower()}) for '{env.name}' on {self.host.name}")
                 job = self._wait_start(env.name, job.job_id, events)
                 state = self._wait_ready(env.name, job, events, ready_timeout)
-                token = self._token(env.name)
-                return self._status(env.name, job, state), "reattached", token, self._clock() - started
+                return self._up_result(env.name, job, state, "reattached", self._token(env.name), started)
             if not same:
                 question = (f"Job {job.job_id} for '{env.name}' on {self.host.name} runs with another spec. "
                             f"Cancel it and submit a new one?")
@@ -166,23 +203,17 @@ class SlurmEnvironments:
             events.step(f"Cancelling job {job.job_id}")
             self.slurm.cancel(job.job_id)
 
-        if preflight is not None:
-            events.step(f"Checking {self.host.name}")
-            report = preflight()
-            if not getattr(report, "ok", True):
-                from devenv.services.provision import PreflightFailed
-
-                raise PreflightFailed(report)
+        preflight(self.check, self.host, env, events)
         facts = self.files.python_facts()
         if not facts.get("jupyterlab"):
             raise DevenvError(f"{self.host.python} on {self.host.name} (python {facts.get('python')}) has no "
                               f"JupyterLab", f"install it where the compute nodes see it (a venv on the shared "
                                              f"file system): {self.host.python} -m pip install jupyterlab")
 
-        token = self.files.read_token(key) or jupyter.new_token()
+        token = self.files.read_token(env_key) or jupyter.new_token()
         events.step(f"Writing the environment's files on {self.host.name} (token 0600, Jupyter config)")
-        self.files.prepare(key, token)
-        env_dir, workspace = self._abs(self.files.env_dir(key)), self._abs(self.files.workspace(env.name))
+        self.files.prepare(env_key, token)
+        env_dir, workspace = self._abs(self.files.env_dir(env_key)), self._abs(self.files.workspace(env.name))
         self.conn.put(slurm_job.LAUNCHER.encode(), f"{env_dir}/launch.py", 0o600)
         self.conn.run(f"mkdir -p {shlex.quote(workspace)}", check=True, timeout=30)
         request = JobRequest(self.settings, self.job_name(env.name), spec_hash, f"{env_dir}/job-%j.log", workspace)
@@ -192,9 +223,21 @@ class SlurmEnvironments:
         envstate.update(self.host.name, env.name, container=job_id, token=token, ports={})
         job = self._wait_start(env.name, job_id, events)
         state = self._wait_ready(env.name, job, events, ready_timeout)
-        status = self._status(env.name, job, state)
-        envstate.update(self.host.name, env.name, container=job_id, token=token, ports=status.ports)
-        return status, action, token, self._clock() - started
+        result = self._up_result(env.name, job, state, action, token, started)
+        envstate.update(self.host.name, env.name, container=job_id, token=token, ports=result.status.ports)
+        return result
+
+    def _up_result(self, env_name: str, job: Job, state: dict, action: str, token: str,
+                   started: float) -> UpResult:
+        access = self._access(env_name, job, state, token)
+        return UpResult(access.status, action, token, None, elapsed_s=self._clock() - started, jupyter=access)
+
+    def _access(self, env_name: str, job: Job, state: dict, token: str) -> JupyterAccess:
+        """Jupyter on the node's loopback, reached by the login node's relay through the job (srun --overlap)."""
+        port = int(state["port"])
+        return JupyterAccess(self._status(env_name, job, state), token, port,
+                             relay=self.relay_command(job.job_id, state["node"], port),
+                             ended=lambda: self.ended_reason(env_name, job.job_id))
 
     def _wait_start(self, env_name: str, job_id: str, events) -> Job:
         """Until the job runs; bounded by slurm.queue_timeout, cancelling it on timeout or a hopeless reason."""
@@ -312,10 +355,22 @@ class SlurmEnvironments:
                               "its log")
         return self._status(env_name, job, state), job, state
 
-    def jupyter_access(self, env_name: str) -> tuple[EnvStatus, str, str, int]:
-        """(status, token, node, port on the node's loopback)."""
-        status, _, state = self.running(env_name)
-        return status, self._token(env_name), state["node"], int(state["port"])
+    def jupyter_access(self, env_name: str) -> JupyterAccess:
+        """The token, and the port on the node's loopback with the login node's relay command to it."""
+        _, job, state = self.running(env_name)
+        return self._access(env_name, job, state, self._token(env_name))
+
+    def ssh_target(self, env_name: str) -> SshTarget:
+        raise DevenvError(f"environments on {self.host.name} are Slurm jobs, which run no sshd of their own",
+                          f"`devenv exec {self.host.name} -- CMD` runs a command on the job's node; "
+                          f"`devenv jupyter {self.host.name}` opens its Jupyter")
+
+    def build_image(self, env: EnvProfile, inputs: BuildInputs,
+                    progress: Callable[[ProgressEvent], None]) -> ImageInfo:
+        raise no_images(self.host)
+
+    def command_target(self, env_name: str, host_if_no_env: bool = False) -> CommandTarget:
+        return CommandTarget(self.conn, self.host.python, f"login node, python {self.host.python}", self.conn)
 
     def relay_command(self, job_id: str, node: str, port: int) -> str:
         """The login node's command whose stdin/stdout is 127.0.0.1:port on the node (srun --overlap relay)."""
@@ -332,13 +387,13 @@ class SlurmEnvironments:
             return self.conn.stream(f"tail -n {count} -F {path}")
         return iter(self.conn.run(f"tail -n {count} {path}", timeout=60).stdout.splitlines())
 
-    def exec(self, env_name: str, argv: list[str]) -> tuple[int, str, str]:
+    def exec(self, env_name: str, argv: list[str]) -> ExecStream:
         """argv on the job's first node, in the workspace (srun --overlap)."""
         _, job, state = self.running(env_name)
         inner = ["bash", "-c", 'cd "$1" 2>/dev/null || cd; shift; exec "$@"', "devenv",
                  self._abs(self.files.workspace(env_name)), *argv]
         result = self.slurm.step(job.job_id, state["node"], inner, timeout=3600)
-        return result.exit_code, result.stdout, result.stderr
+        return iter([(result.stdout.encode(), result.stderr.encode())]), (lambda: result.exit_code)
 
     def _env_path(self, env_name: str, name: str) -> str:
         """A file in the env's dir, absolute and quoted for the login node's shell."""

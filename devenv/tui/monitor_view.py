@@ -9,7 +9,9 @@ from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from devenv.env import spec as envspec
 from devenv.gpu import format as fmt
+from devenv.gpu.occupancy import whose
 from devenv.gpu.sample import GpuSample, sparkline
 from devenv.services.monitor import HostSnapshot
 
@@ -135,9 +137,14 @@ def process_table(snap: HostSnapshot, now: float) -> RenderableType:
     for name, justify in (("GPU", "right"), ("PID", "right"), ("User", "left"), ("Container", "left"),
                           ("Memory", "right"), (listed, "left")):
         table.add_column(name, justify=justify, no_wrap=True)
+    owner = envspec.owner()
     for p in sorted(snap.processes, key=lambda p: (index_of.get(p.gpu_uuid, 99), p.pid)):
+        mark = whose(p, snap.login_user, owner)  # another user's or another environment's: shares the GPU
+        name = Text(p.name or fmt.NA)
+        if mark:
+            name.append(f"  ({mark})", "yellow")
         table.add_row(fmt.num(index_of.get(p.gpu_uuid)), str(p.pid), p.user or fmt.NA, p.container or fmt.NA,
-                      fmt.mib(p.used_mib), p.name or fmt.NA)
+                      fmt.mib(p.used_mib), name)
     return table
 
 

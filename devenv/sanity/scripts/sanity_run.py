@@ -174,7 +174,8 @@ def fingerprint(device) -> dict:
         for i in range(torch.cuda.device_count()):
             p = torch.cuda.get_device_properties(i)
             gpus.append({"index": i, "name": p.name, "memory_bytes": int(p.total_memory),
-                         "capability": f"{p.major}.{p.minor}", "sm_count": p.multi_processor_count})
+                         "capability": f"{p.major}.{p.minor}", "sm_count": p.multi_processor_count,
+                         "uuid": _uuid(p)})
         fp["gpus"] = gpus
         fp["gpu_count"] = len(gpus)
         fp["gpu_name"] = gpus[0]["name"] if gpus else None
@@ -194,6 +195,15 @@ def fingerprint(device) -> dict:
         fp["gpus"] = []
         fp["gpu_count"] = 0
     return fp
+
+
+def _uuid(props):
+    """The GPU's UUID as nvidia-smi spells it (GPU-...), so the laptop can match it with the host's processes."""
+    raw = getattr(props, "uuid", None)
+    if raw is None:
+        return None
+    text = str(raw)
+    return text if text.startswith(("GPU-", "MIG-")) else f"GPU-{text}"
 
 
 def _autocast_ok(device_type: str, dtype) -> bool:

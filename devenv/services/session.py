@@ -1,0 +1,208 @@
+"""One session for every command on one host's environment (L2): the CLI and the TUI both start here.
+
+    with open_env("testbox", env_name=None, accept_new_host=False, events=printer) as s:
+        s.check()  /  s.up(options)  /  s.backend.status()  /  s.open_jupyter(s.backend.jupyter_access(s.env.name))
+
+The session resolves the profiles (host profile or ssh destination; environment: --env < $DEVENV_ENV < the host
+profile's default_env), takes the host's pooled connection, and opens the backend of the host's runtime
+(services.backends) only when a step needs it: `check` works on a host without Docker, and nothing connects
+before the first command. It writes the environment's ssh entry itself, and reports through the events the
+front end passed in (services.backend.Events): nothing here prints.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+from functools import cached_property
+from typing import Protocol
+
+from devenv.checks.report import CheckReport, CheckResult
+from devenv.config import hostref, profiles
+from devenv.config.profiles import EnvProfile, HostProfile
+from devenv.env.image_context import BuildInputs
+from devenv.env.info import ImageInfo, ProgressEvent
+from devenv.env.spec import CONTAINER_PORTS
+from devenv.remote.base import Connection
+from devenv.services import jupyter
+from devenv.services.backend import (
+    CommandTarget,
+    EnvironmentBackend,
+    Events,
+    JupyterAccess,
+    QuietEvents,
+    Traits,
+    UpOptions,
+    UpResult,
+)
+from devenv.services.backends import open_backend, settle, traits_of
+
+
+class Tunnel(Protocol):
+    """An open set of local forwards (remote.tunnels' OpenSSH or paramiko tunnel, remote.relay's)."""
+
+    kind: str
+    forwards: list
+
+    def alive(self) -> bool: ...
+
+    def close(self) -> None: ...
+
+
+def resolve_env(host: HostProfile, flag: str | None) -> EnvProfile:
+    """Merge order: host profile's default_env < $DEVENV_ENV < --env."""
+    return profiles.load_env(flag or os.environ.get("DEVENV_ENV") or host.default_env)
+
+
+class EnvSession:
+    def __init__(self, profile: HostProfile, conn: Connection, env_name: str | None = None,
+                 events: Events | None = None):
+        self.profile = profile            # as named: `runtime: auto` not decided yet
+        self.conn = conn
+        self.events: Events = events or QuietEvents()
+        self._env_name = env_name
+        self._backend: EnvironmentBackend | None = None
+        self._allow_busy = False          # the preflight of this `up`: busy GPUs allowed
+
+    # --- what the session resolves, each when first asked -------------------------------------------------
+
+    @cached_property
+    def env(self) -> EnvProfile:
+        return resolve_env(self.profile, self._env_name)
+
+    def use_gpus(self, gpus: str | None) -> None:
+        """--gpus: the environment's GPUs instead of the profile's `gpus:` (None: the profile's)."""
+        if gpus is not None:
+            self.env = replace(self.env, gpus=gpus)
+
+    @cached_property
+    def host(self) -> HostProfile:
+        """The host profile with `auto` decided (one round trip, once per connection)."""
+        return settle(self.profile, self.conn)
+
+    @property
+    def traits(self) -> Traits:
+        """What the host's kind of environment is like (asks the host once when its runtime is `auto`)."""
+        return traits_of(self.host)
+
+    @property
+    def backend(self) -> EnvironmentBackend:
+        if self._backend is None:
+            self._backend = open_backend(self.host, self.conn, check=self._preflight)
+        return self._backend
+
+    def close(self) -> None:
+        """Release the backend's runtime (the pooled connection stays, for tunnels and other sessions)."""
+        backend, self._backend = self._backend, None
+        if backend is not None:
+            backend.close()
+
+    # --- the steps commands share ----------------------------------------------------------------------
+
+    def check(self, on_result: Callable[[CheckResult], None] | None = None) -> CheckReport:
+        """Every check of `devenv check` for this host and environment."""
+        from devenv.services.preflight import run_check
+
+        return run_check(self.conn, self.profile, self.env, on_result)
+
+    def _preflight(self, env: EnvProfile) -> CheckReport:
+        from devenv.services.preflight import run_check
+
+        return run_check(self.conn, self.host, env, allow_busy=self._allow_busy)
+
+    def up(self, options: UpOptions | None = None) -> UpResult:
+        """Make or reattach the environment; its ssh entry is written when it runs its own sshd."""
+        key = None
+        if self.traits.containers:  # the container's sshd accepts devenv's key
+            from devenv.remote.envkey import ensure_key
+
+            key = ensure_key()
+        if options is None:  # the build inputs of $DEVENV_WHEELHOUSE / $DEVENV_BUILD_CA_BUNDLE, as the CLI's
+            options = UpOptions(BuildInputs.from_options(None, None, False))
+        if options.pick_gpus is None:  # gpus: N picks the least used free GPUs when the environment is made
+            from devenv.services.gpu_occupancy import gpu_picker
+
+            options = replace(options, pick_gpus=gpu_picker(self.conn, self.profile.name,
+                                                            allow_busy=options.allow_busy, on_note=self.events.step))
+        self._allow_busy = options.allow_busy
+        result = self.backend.up(self.env, key, events=self.events, options=options)
+        if key and self.env.sshd and result.host_key and "ssh" in result.status.ports:
+            from devenv.services.ssh_entry import write_env_entry
+
+            write_env_entry(self.host, self.env.name, result.status.ports["ssh"], result.host_key, key.private_path)
+        return result
+
+    def jupyter_of(self, result: UpResult) -> JupyterAccess | None:
+        """How to reach the Jupyter `up` started (None when it runs none)."""
+        if result.jupyter is not None:
+            return result.jupyter
+        if not result.token or "jupyter" not in result.status.ports:
+            return None
+        return JupyterAccess(result.status, result.token, result.status.ports["jupyter"])
+
+    def open_jupyter(self, access: JupyterAccess, local_port: int | None = None) -> tuple[str, Tunnel | None]:
+        """(Jupyter's URL with its token, the tunnel that carries it: None when this machine is the host)."""
+        if self.host.local and access.relay is None:
+            return jupyter.lab_url(access.port, access.token), None
+        from devenv.remote.tunnels import Forward, choose_local_port
+
+        preferred = local_port or self.env.ports.get("jupyter", CONTAINER_PORTS["jupyter"])
+        forward = Forward("jupyter", "127.0.0.1", access.port, choose_local_port(preferred))
+        tunnel: Tunnel
+        if access.relay is not None:
+            from devenv.remote.relay import CommandTunnel
+
+            relay = access.relay
+            tunnel = CommandTunnel(self.conn, [forward], lambda f: relay, watch=access.ended)
+        else:
+            from devenv.remote.tunnels import open_tunnel
+
+            tunnel = open_tunnel(self.host, self.conn, [forward])
+        return jupyter.lab_url(tunnel.forwards[0].local_port, access.token), tunnel
+
+    def forward(self, wanted: list[tuple[str, str, int, int | None]]) -> Tunnel:
+        """Tunnels for (name, remote host, remote port, preferred local port)."""
+        from devenv.remote.tunnels import Forward, choose_local_port, open_tunnel
+
+        forwards = [Forward(name, rhost, rport, choose_local_port(pref)) for name, rhost, rport, pref in wanted]
+        return open_tunnel(self.host, self.conn, forwards)
+
+    def ssh_alias(self) -> tuple[str | None, str]:
+        """(the alias of the environment's entry, written now; None: the shell is the host's own sshd),
+        and the entry's text (empty for the host)."""
+        target = self.backend.ssh_target(self.env.name)
+        if target.on_host or target.port is None or target.host_key is None:
+            return None, ""
+        from devenv.remote.envkey import ensure_key
+        from devenv.services.ssh_entry import entry_text, write_env_entry
+
+        key = ensure_key()
+        alias = write_env_entry(self.host, self.env.name, target.port, target.host_key, key.private_path)
+        return alias, entry_text(self.host, self.env.name, target.port, key.private_path)[1]
+
+    def command_target(self, on_host: bool = False, host_if_no_env: bool = False) -> CommandTarget:
+        """Where a program runs with the environment's python (on_host: the host's own python, always;
+        host_if_no_env: the host's when no environment runs, instead of refusing)."""
+        if on_host:
+            return CommandTarget(self.conn, self.host.python, f"host python {self.host.python}", self.conn)
+        return self.backend.command_target(self.env.name, host_if_no_env)
+
+    def build_image(self, inputs: BuildInputs, progress: Callable[[ProgressEvent], None]) -> ImageInfo:
+        """The environment's image, built on the host from the bundled Dockerfile."""
+        return self.backend.build_image(self.env, inputs, progress)
+
+
+@contextlib.contextmanager
+def open_env(host: str | HostProfile, env_name: str | None = None, *, accept_new_host: bool = False,
+             events: Events | None = None) -> Iterator[EnvSession]:
+    """A session on host (a name, or a profile already loaded) for env_name (None: the default)."""
+    from devenv.remote.pool import get_connection
+
+    profile = hostref.load_host(host) if isinstance(host, str) else host  # a profile, or an ssh destination
+    session = EnvSession(profile, get_connection(profile, accept_new_host=accept_new_host), env_name, events)
+    try:
+        yield session
+    finally:
+        session.close()

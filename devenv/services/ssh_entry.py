@@ -1,0 +1,39 @@
+"""The environment's entry in devenv's own ssh config (L2): written by `up` and `ssh`, used by OpenSSH.
+
+The entry (config dir's ssh/config) reaches the environment through its host like ProxyJump, pins the
+environment's own host key (ssh/known_hosts, under a HostKeyAlias) and offers only devenv's key.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from devenv.config import paths
+from devenv.config.profiles import HostProfile
+from devenv.remote import openssh
+
+
+def ssh_files() -> tuple[Path, Path]:
+    """(devenv's ssh config, its known_hosts)."""
+    base = paths.config_dir() / "ssh"
+    return base / "config", base / "known_hosts"
+
+
+def entry_text(host: HostProfile, env_name: str, port: int, identity_file: Path) -> tuple[str, str]:
+    """(the environment's alias, its config block)."""
+    alias = openssh.env_alias(host.name, env_name)
+    block = openssh.env_config_entry(alias, host, port, identity_file, ssh_files()[1], shutil.which("ssh") or "ssh")
+    return alias, block
+
+
+def write_env_entry(host: HostProfile, env_name: str, port: int, host_key: str, identity_file: Path) -> str:
+    """Write (or refresh) the environment's block and pinned key; returns its alias."""
+    config, known_hosts = ssh_files()
+    alias, block = entry_text(host, env_name, port, identity_file)
+    old_config = config.read_text() if config.is_file() else ""
+    old_known = known_hosts.read_text() if known_hosts.is_file() else ""
+    pinned = openssh.known_hosts_line(alias, host_key)
+    paths.write_private(known_hosts, openssh.replace_known_host(old_known, alias, pinned))
+    paths.write_private(config, openssh.replace_block(old_config, alias, block))
+    return alias

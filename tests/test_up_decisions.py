@@ -1,0 +1,164 @@
+"""`up`'s decision table (docs/environments.md, "What `up` decides") against an in-memory runtime: seconds,
+no root, no engine. The backend (services.provision), its specs, labels and waits, and the session's ssh
+entry are the real ones; only the container engine is tests/memory_runtime.py."""
+
+from __future__ import annotations
+
+import pytest
+from memory_runtime import HOST_KEY, MemoryRuntime
+
+from devenv.checks.report import FAIL, PASS, CheckReport, CheckResult
+from devenv.config.profiles import EnvProfile, HostProfile
+from devenv.env import spec as envspec
+from devenv.errors import DevenvError
+from devenv.remote.local import LocalConnection
+from devenv.services.backend import PreflightFailed, QuietEvents, UpOptions
+from devenv.services.provision import Provisioner
+from devenv.services.session import EnvSession
+from devenv.services.ssh_entry import ssh_files
+
+HOST = HostProfile(name="memhost", source="test", local=True, runtime="docker")
+ENV = EnvProfile(name="py", source="test", image="devenv/test:1", ports={"jupyter": 8888, "ssh": 2222})
+OWNER = "tester"
+NAME = envspec.container_name(OWNER, ENV.name)
+
+
+class Recorder(QuietEvents):
+    def __init__(self, answer: bool = False):
+        self.answer = answer
+        self.questions: list[tuple[str, list[str]]] = []
+        self.reports: list[CheckReport] = []
+        self.steps: list[str] = []
+
+    def step(self, text: str) -> None:
+        self.steps.append(text)
+
+    def checked(self, report: CheckReport) -> None:
+        self.reports.append(report)
+
+    def confirm(self, question: str, details: list[str]) -> bool:
+        self.questions.append((question, details))
+        return self.answer
+
+
+class Checks:
+    """The preflight, counted; failing when told to."""
+
+    def __init__(self, ok: bool = True):
+        self.ok = ok
+        self.runs = 0
+
+    def __call__(self, env: EnvProfile) -> CheckReport:
+        self.runs += 1
+        status = PASS if self.ok else FAIL
+        return CheckReport(HOST.name, env.name, [CheckResult("docker.daemon", "Docker daemon", status, "seen")])
+
+
+class Key:
+    public_line = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIKeyOfTheUserForTheEnvironmentsSshd000000 me@laptop"
+    fingerprint = "SHA256:userkey"
+    private_path = None
+
+
+def backend(runtime: MemoryRuntime, checks: Checks | None = None) -> Provisioner:
+    return Provisioner(runtime, HOST, checks or Checks(), owner=OWNER)
+
+
+def labels_for(runtime_image: str, env: EnvProfile = ENV) -> dict[str, str]:
+    spec = envspec.desired_spec(env, runtime_image, Key.fingerprint)
+    return envspec.labels(spec, OWNER, HOST.name, "test")
+
+
+def test_nothing_there_checks_gets_the_image_and_makes_everything():
+    runtime, checks, events = MemoryRuntime(), Checks(), Recorder()
+    result = backend(runtime, checks).up(ENV, Key(), events=events, options=UpOptions())
+    assert result.action == "created" and result.image_action == "pulled"
+    assert checks.runs == 1 and [r.ok for r in events.reports] == [True]
+    assert runtime.did("ensure_volume") == [f"ensure_volume {envspec.volume_name(OWNER, 'py', 'workspace')}"]
+    assert runtime.did("create") == [f"create {NAME}"]
+    container = result.status.container
+    assert runtime.files[(container, "/etc/devenv/authorized_keys")].decode().strip() == Key.public_line
+    assert len(runtime.files[(container, "/etc/devenv/jupyter_token")].strip()) >= 32
+    assert result.status.running and result.host_key == HOST_KEY
+
+
+def test_running_with_the_same_spec_is_reattached_without_check_or_image_work():
+    runtime, checks = MemoryRuntime(images={ENV.image: "sha256:img"}), Checks()
+    runtime.add_container(NAME, "running", labels_for("sha256:img"))
+    result = backend(runtime, checks).up(ENV, Key(), events=Recorder(), options=UpOptions())
+    assert result.action == "reattached"
+    assert checks.runs == 0
+    assert not runtime.did("pull") and not runtime.did("create") and not runtime.did("start")
+
+
+def test_created_or_exited_with_the_same_spec_gets_its_secrets_again_and_starts():
+    for state in ("created", "exited"):
+        runtime = MemoryRuntime(images={ENV.image: "sha256:img"})
+        cid = runtime.add_container(NAME, state, labels_for("sha256:img"))
+        result = backend(runtime).up(ENV, Key(), events=Recorder(), options=UpOptions())
+        assert result.action == "started", state
+        assert not runtime.did("create") and runtime.did("start") == [f"start {cid}"]
+        assert (cid, "/etc/devenv/authorized_keys") in runtime.files
+
+
+def test_another_spec_is_shown_and_left_alone_unless_confirmed():
+    runtime = MemoryRuntime(images={ENV.image: "sha256:img"})
+    old_env = EnvProfile(name="py", source="test", image=ENV.image, shm_size="1g")
+    cid = runtime.add_container(NAME, "running", labels_for("sha256:img", old_env))
+    events = Recorder(answer=False)
+    with pytest.raises(DevenvError, match="differs from its profile") as err:
+        backend(runtime).up(ENV, Key(), events=events, options=UpOptions())
+    assert "shm_size: 1g -> 8g" in err.value.message
+    assert events.questions and "shm_size: 1g -> 8g" in events.questions[0][1]
+    assert runtime.find(cid) is not None and not runtime.did("remove")
+
+    volume = envspec.volume_name(OWNER, "py", "workspace")
+    runtime.volumes[volume] = {"keep": "me"}
+    result = backend(runtime).up(ENV, Key(), events=Recorder(answer=True), options=UpOptions())
+    assert result.action == "recreated" and runtime.did("remove") == [f"remove {cid}"]
+    assert runtime.volumes[volume] == {"keep": "me"}  # the workspace is kept
+
+
+def test_yes_recreates_without_asking():
+    runtime = MemoryRuntime(images={ENV.image: "sha256:img"})
+    runtime.add_container(NAME, "exited", labels_for("sha256:img", EnvProfile(name="py", source="t", image="x:0")))
+    events = Recorder(answer=False)
+    result = backend(runtime).up(ENV, Key(), events=events, options=UpOptions(assume_yes=True))
+    assert result.action == "recreated" and not events.questions
+
+
+def test_a_container_with_our_name_but_no_labels_is_refused():
+    runtime = MemoryRuntime(images={ENV.image: "sha256:img"})
+    runtime.add_container(NAME, "running", {})
+    with pytest.raises(DevenvError, match="devenv did not make it"):
+        backend(runtime).up(ENV, Key(), events=Recorder(), options=UpOptions())
+    assert not runtime.did("remove") and not runtime.did("create")
+
+
+def test_a_failed_check_stops_up_before_anything_is_made():
+    runtime, events = MemoryRuntime(), Recorder()
+    with pytest.raises(PreflightFailed, match="Docker daemon"):
+        backend(runtime, Checks(ok=False)).up(ENV, Key(), events=events, options=UpOptions())
+    assert [r.ok for r in events.reports] == [False]  # the front end got the report to show
+    assert not runtime.did("pull") and not runtime.did("create") and not runtime.did("ensure_volume")
+
+
+def test_a_taken_preferred_port_is_replaced_and_said():
+    runtime = MemoryRuntime(images={ENV.image: "sha256:img"})
+    runtime.taken_ports.add(8888)
+    result = backend(runtime).up(ENV, Key(), events=Recorder(), options=UpOptions())
+    assert result.status.ports["jupyter"] != 8888
+    assert any("127.0.0.1:8888 is taken" in note for note in result.notes)
+
+
+def test_the_session_writes_the_environments_ssh_entry():
+    runtime = MemoryRuntime(images={ENV.image: "sha256:img"})
+    session = EnvSession(HOST, LocalConnection(HOST.name), events=Recorder())
+    session.env = ENV  # the profile under test, instead of a bundled one
+    session._backend = backend(runtime)
+    result = session.up(UpOptions())
+    config, known_hosts = ssh_files()
+    alias = "devenv-memhost-py"
+    assert f"Host {alias}" in config.read_text()
+    assert f"Port {result.status.ports['ssh']}" in config.read_text()
+    assert HOST_KEY.split()[1] in known_hosts.read_text()
