@@ -36,9 +36,10 @@ class DevenvGroup(click.Group):
 
 
 def report_error(message: str, hint: str | None) -> None:
-    click.secho(f"Error: {message}", fg="red", err=True)
+    color = False if os.environ.get("NO_COLOR") else None  # the command's context may be gone by now
+    click.secho(f"Error: {message}", fg="red", err=True, color=color)
     if hint:
-        click.secho(f"Hint: {hint}", fg="yellow", err=True)
+        click.secho(f"Hint: {hint}", fg="yellow", err=True, color=color)
 
 
 @click.group(cls=DevenvGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -47,6 +48,8 @@ def report_error(message: str, hint: str | None) -> None:
               help="Log each remote command (exit code, duration) and each reconnect to stderr; also DEVENV_DEBUG=1.")
 def main(verbose: bool) -> None:
     """A ready PyTorch GPU environment on any GPU machine you can SSH into, and proof that it delivers."""
+    if os.environ.get("NO_COLOR"):  # https://no-color.org: any non-empty value turns colour off
+        click.get_current_context().color = False
     if verbose or os.environ.get("DEVENV_DEBUG"):
         from devenv.cli.debug_log import setup_logging
 
@@ -58,6 +61,7 @@ from devenv.cli import (  # noqa: E402
     check_cmd,  # noqa: E402,F401
     code_cmd,  # noqa: E402,F401
     compat_cmd,  # noqa: E402,F401
+    completion_cmd,  # noqa: E402,F401
     down_cmd,  # noqa: E402,F401
     exec_cmd,  # noqa: E402,F401
     hosts_cmd,  # noqa: E402,F401
@@ -74,3 +78,5 @@ from devenv.cli import (  # noqa: E402
     tunnel_cmd,  # noqa: E402,F401
     up_cmd,  # noqa: E402,F401
 )
+
+completion_cmd.attach_completers(main)  # after every command has registered itself
