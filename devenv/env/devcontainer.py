@@ -8,10 +8,11 @@ the explicit directory the user named (L0: reads nothing but the text it is give
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import PurePosixPath
 from typing import Any
 
+from devenv.config.profiles import BuildSpec, EnvProfile
 from devenv.env import jsonc
 from devenv.errors import ProfileError
 
@@ -140,3 +141,29 @@ def _str_map(value: Any, key: str, source: str) -> dict[str, str]:
             raise ProfileError(f"{source}: {key}.{k} is not a NAME: value pair", f"fix {key}")
         out[k] = str(v).lower() if isinstance(v, bool) else str(v)
     return out
+
+
+def overlay(env: EnvProfile, dc: Devcontainer) -> tuple[EnvProfile, list[str]]:
+    """env with the devcontainer laid under devenv's needs: its image as the base devenv's image is built FROM
+    (Jupyter, sshd and the ready probe come from devenv's Dockerfile), its environment variables; and the notes
+    on what is not honoured (to print)."""
+    import hashlib
+
+    notes = list(dc.not_honoured)
+    if dc.dockerfile is not None:
+        notes.append("build.dockerfile: not yet built by devenv; give the image it builds as \"image\"")
+    if dc.mounts:
+        notes.append("mounts: not yet mounted by devenv (the workspace volume is)")
+    if dc.remote_user not in (None, "root"):
+        notes.append(f"remoteUser {dc.remote_user}: devenv's sshd and exec run as root")
+    if dc.workspace_folder not in (None, env.volumes.get("workspace")):
+        notes.append(f"workspaceFolder {dc.workspace_folder}: the workspace is {env.volumes.get('workspace')}")
+    if dc.image is None:
+        raise ProfileError(f"{dc.source}: devenv needs an \"image\" (a Dockerfile build is not supported yet)",
+                           "build it yourself and name it as \"image\"")
+    dockerfile = env.build.dockerfile if env.build else "pytorch.Dockerfile"
+    args = {**(env.build.args if env.build else {}), **dc.build_args, "BASE_IMAGE": dc.image}
+    digest = hashlib.sha256(repr((env.image, dockerfile, sorted(args.items()))).encode()).hexdigest()[:12]
+    slug = "".join(c if c.isalnum() or c in "-_." else "-" for c in (dc.name or env.name).lower()).strip("-.")
+    return replace(env, image=f"devenv-dc/{slug or 'project'}:{digest}", build=BuildSpec(dockerfile, args),
+                   env={**env.env, **dc.env}), notes

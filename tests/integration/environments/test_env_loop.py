@@ -138,3 +138,57 @@ def test_exec_stdin_tty_taken_port_status_labels_and_json(test_env):
     over_entry = subprocess.run(["ssh", "-F", str(config), "-o", "BatchMode=yes", alias, "hostname"],
                                 capture_output=True, text=True, timeout=60)
     assert over_entry.stdout.strip() == f"devenv-{env}", over_entry.stderr
+
+
+def test_up_with_a_projects_devcontainer_json(test_env, tmp_path):
+    env = test_env.name
+    project = tmp_path / "withdc"
+    (project / ".devcontainer").mkdir(parents=True)
+    (project / ".devcontainer" / "devcontainer.json").write_text("""{
+      // the test base image stands in for mcr.microsoft.com/devcontainers/python
+      "name": "With DC",
+      "image": "devenv-base:bookworm",
+      "forwardPorts": [6006,],
+      "containerEnv": {"DC_MODE": "from-devcontainer"},
+      "postCreateCommand": "echo \\"created $DC_MODE\\" > /workspace/post-create.txt",
+      "postStartCommand": ["sh", "-c", "date >> /workspace/starts.txt"],
+      "features": {"ghcr.io/devcontainers/features/node:1": {}},
+    }""")
+    up = test_env.run("up", "testbox", "--env", env, "--detach", "--json", "--devcontainer", str(project))
+    result = json.loads(up.stdout)
+    assert result["action"] == "created", up.stderr
+    assert result["devcontainer"]["image"].startswith("devenv-dc/with-dc:")
+    assert result["devcontainer"]["tunnel_commands"] == ["forwardPorts 6006: devenv tunnel testbox 6006"]
+    assert "not honoured: features: not supported by devenv" in up.stderr
+    # devenv's own needs on top of the devcontainer's image: Jupyter and sshd answer, as for any environment
+    assert set(result["status"]["ports"]) == {"jupyter", "ssh"}
+    made = _in_container(test_env, "cat", "/workspace/post-create.txt")
+    assert made.stdout == "created from-devcontainer\n", made.stderr
+    assert len(_in_container(test_env, "cat", "/workspace/starts.txt").stdout.splitlines()) == 1
+    image = docker("inspect", "-f", "{{.Image}}", test_env.container).stdout.strip()
+    assert image == docker("image", "inspect", "-f", "{{.Id}}", result["devcontainer"]["image"]).stdout.strip()
+
+    # again: reattached, so postCreateCommand does not run twice
+    again = json.loads(test_env.run("up", "testbox", "--env", env, "--detach", "--json", "--devcontainer",
+                                    str(project)).stdout)
+    assert again["action"] == "reattached"
+    assert len(_in_container(test_env, "cat", "/workspace/starts.txt").stdout.splitlines()) == 1
+
+    # the forwarded port reaches a server started in the environment
+    _in_container(test_env, "sh", "-c", "cd /tmp && echo served > index.html && "
+                  "(python3 -m http.server 6006 --bind 0.0.0.0 >/dev/null 2>&1 &)")
+    tun = test_env.popen("tunnel", "testbox", "6006", "--env", env, "--json")
+    try:
+        local = json.loads(tun.stdout.readline())["forwards"][0]["local_port"]
+        import urllib.request
+        assert _wait_for(lambda: _get(urllib.request, local) == "served\n")
+    finally:
+        tun.terminate()
+        tun.wait(timeout=30)
+
+
+def _get(request, port: int) -> str:
+    try:
+        return request.urlopen(f"http://127.0.0.1:{port}/index.html", timeout=5).read().decode()
+    except OSError:
+        return ""
