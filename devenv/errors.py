@@ -17,10 +17,14 @@ class DevenvError(Exception):
         return self.message
 
 
-class ProfileError(DevenvError):
-    """A profile is missing, malformed or names an unknown field."""
+class BadInput(DevenvError):
+    """A value given by the user (flag, environment variable, file) cannot be used: exit 2, before connecting."""
 
     exit_code = 2
+
+
+class ProfileError(BadInput):
+    """A profile is missing, malformed or names an unknown field."""
 
 
 class ConnectError(DevenvError):

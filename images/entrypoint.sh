@@ -1,7 +1,9 @@
 #!/bin/sh
-# devenv environment: sshd in the background, JupyterLab in front (docker's --init reaps and forwards
-# signals). Services listen on the container's own interface; the host publishes them on its
-# 127.0.0.1 only. Secrets arrive as files (put by devenv before the first start), never as arguments.
+# devenv environment: sshd in the background, supervised (restarted when it dies, as Docker's restart policy
+# restarts Jupyter with the container), JupyterLab in front (docker's --init reaps and forwards signals).
+# Services listen on the container's own interface: Docker's published ports reach a container by its bridge
+# address (DNAT), never its loopback; the host publishes them on its 127.0.0.1 only. Secrets arrive as files
+# (put by devenv before the first start), never as arguments.
 #   DEVENV_SSHD=0 / DEVENV_JUPYTER=0 turn a service off.
 set -eu
 
@@ -13,7 +15,14 @@ if [ "${DEVENV_SSHD:-1}" = 1 ]; then
         exit 1
     fi
     mkdir -p /run/sshd
-    /usr/sbin/sshd -e
+    /usr/sbin/sshd -t   # a broken config fails the start, loudly, instead of a restart loop
+    (
+        while :; do
+            /usr/sbin/sshd -D -e || true
+            echo "devenv: sshd exited; restarting it" >&2
+            sleep 1
+        done
+    ) &
 fi
 
 if [ "${DEVENV_JUPYTER:-1}" = 1 ]; then

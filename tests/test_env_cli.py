@@ -37,7 +37,7 @@ def test_exec_needs_a_command():
 def test_bad_build_inputs_are_reported_before_any_host_work(tmp_path):
     missing = tmp_path / "nope.pem"
     result = run("image", "build", "local", "--ca-bundle", str(missing))
-    assert result.exit_code == 1 and f"CA bundle {missing} does not exist" in result.output
+    assert result.exit_code == 2 and f"CA bundle {missing} does not exist" in result.output  # bad input
 
 
 def test_logs_tail_must_be_a_number():

@@ -46,9 +46,12 @@ def test_labels_carry_the_spec_so_the_host_is_the_truth():
 def test_container_request_publishes_preferred_ports_unless_told_to_take_free_ones():
     spec = envspec.desired_spec(profile(gpus="all"), "sha256:aaaa", "SHA256:key")
     req = envspec.container_request(spec, "alice", "box", "0.1.0")
-    assert req.name == "devenv-alice-cpu" and req.image == "sha256:aaaa"
+    assert req.name == envspec.container_name("alice", "cpu") and req.image == "sha256:aaaa"
+    assert req.name.startswith("devenv-alice-cpu-")
     assert req.ports == {8888: 8888, 22: 2222}
-    assert req.volumes == {"devenv-alice-cpu-workspace": "/workspace"}
+    assert req.volumes == {envspec.volume_name("alice", "cpu", "workspace"): "/workspace"}
+    kept = envspec.container_request(spec, "alice", "box", "0.1.0", volume_names={"workspace": "old-volume"})
+    assert kept.volumes == {"old-volume": "/workspace"}
     assert req.environment["DEVENV_JUPYTER"] == "1" and req.environment["DEVENV_WORKSPACE"] == "/workspace"
     assert req.gpus == "all" and req.ulimits["memlock"] == (-1, -1)
     freed = envspec.container_request(spec, "alice", "box", "0.1.0", any_port={"jupyter"})
@@ -64,3 +67,11 @@ def test_profile_env_cannot_override_devenv_switches():
 def test_owner_is_safe_for_docker_names(monkeypatch):
     monkeypatch.setenv("DEVENV_OWNER", "Jane Doe@Lab")
     assert envspec.owner() == "jane-doe-lab"
+
+
+def test_names_of_different_owner_and_env_pairs_never_collide():
+    # owner `a` + env `b-c` and owner `a-b` + env `c` once shared devenv-a-b-c (issue 14)
+    assert envspec.container_name("a", "b-c") != envspec.container_name("a-b", "c")
+    assert envspec.volume_name("a", "b-c", "workspace") != envspec.volume_name("a-b", "c", "workspace")
+    assert envspec.volume_name("a", "b", "c-workspace") != envspec.volume_name("a", "b-c", "workspace")
+    assert envspec.container_name("a", "b-c").startswith("devenv-a-b-c-")

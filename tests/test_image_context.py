@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from devenv.config.profiles import BuildSpec, EnvProfile
@@ -69,3 +71,57 @@ def test_env_without_build_section_or_with_unknown_dockerfile_is_a_profile_error
         image_context.dockerfile_path(env(build=None))
     with pytest.raises(ProfileError, match="is not in"):
         image_context.dockerfile_path(env(build=BuildSpec("nope.Dockerfile", {})))
+
+
+# --- the context is confined to images/ (or the folder the user named) --------------------------------
+
+def _canary_tree(tmp_path):
+    """A folder outside images/ with a Dockerfile and a secret next to it."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "Dockerfile").write_text("FROM scratch\n")
+    (outside / "id_rsa").write_text("CANARY-SECRET\n")
+    return outside
+
+
+@pytest.mark.parametrize("dockerfile", ["../../outside/Dockerfile", "ABSOLUTE", "../images/../../outside/Dockerfile",
+                                        "sub/../../outside/Dockerfile"])
+def test_a_dockerfile_outside_images_is_refused_and_nothing_outside_is_sent(tmp_path, dockerfile):
+    outside = _canary_tree(tmp_path)
+    if dockerfile == "ABSOLUTE":
+        dockerfile = str(outside / "Dockerfile")
+    else:  # relative to images/: climb from the bundled folder up to the canary's folder
+        from devenv.config import paths
+        up = os.path.relpath(outside, paths.bundled_dir("images"))
+        dockerfile = dockerfile.replace("../../outside", up)
+    with pytest.raises(ProfileError) as err:
+        image_context.context_bytes_for_test(env(build=BuildSpec(dockerfile, {})), BuildInputs())
+    assert "DEVENV_BUILD_CONTEXT" in err.value.hint
+    assert "CANARY" not in err.value.message
+
+
+def test_a_named_build_context_is_used_and_links_out_of_it_are_not_followed(tmp_path, monkeypatch):
+    outside = _canary_tree(tmp_path)
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "my.Dockerfile").write_text("FROM scratch\nCOPY run.sh /\n")
+    (mine / "run.sh").write_text("echo hi\n")
+    (mine / "leak").symlink_to(outside / "id_rsa")
+    monkeypatch.setenv("DEVENV_BUILD_CONTEXT", str(mine))
+    inputs = BuildInputs.from_options(None, None)
+    assert inputs.context_dir == mine
+    for name in ("my.Dockerfile", str(mine / "my.Dockerfile")):
+        files = image_context.context_bytes_for_test(env(build=BuildSpec(name, {})), inputs)
+        assert set(files) == {"my.Dockerfile", "run.sh"}
+        assert not any(b"CANARY" in data for data in files.values())
+    assert image_context.context_root(env(build=BuildSpec("my.Dockerfile", {})), inputs) == mine.resolve()
+    # even with a context named, a Dockerfile elsewhere is refused
+    with pytest.raises(ProfileError):
+        image_context.context_bytes_for_test(env(build=BuildSpec(str(outside / "Dockerfile"), {})), inputs)
+
+
+def test_a_build_context_that_is_not_a_folder_is_bad_input(tmp_path, monkeypatch):
+    monkeypatch.setenv("DEVENV_BUILD_CONTEXT", str(tmp_path / "nope"))
+    with pytest.raises(DevenvError) as err:
+        BuildInputs.from_options(None, None)
+    assert err.value.exit_code == 2

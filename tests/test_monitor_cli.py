@@ -105,3 +105,10 @@ def test_the_tui_needs_a_terminal():
 def test_interval_must_be_positive():
     result = CliRunner().invoke(main, ["monitor", "local", "--interval", "0"])
     assert result.exit_code == 2 and "--interval" in result.output
+
+
+def test_an_unknown_env_is_refused_before_the_tui_starts():
+    result = CliRunner().invoke(main, ["monitor", "local", "--env", "no-such-env"])
+    assert result.exit_code == 2, result.output
+    assert "no-such-env" in result.output and "Traceback" not in result.output
+    assert "needs a terminal" not in result.output

@@ -3,6 +3,7 @@ reasons, the process stream's frames, container ids from cgroups, history with g
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -19,9 +20,12 @@ from devenv.gpu.sample import (
     gpu_query_command,
     invalid_field,
     parse_apps_csv,
+    parse_apps_frame,
     parse_gpu_csv,
     parse_gpu_line,
+    sample_step,
     sparkline,
+    time_series,
 )
 from devenv.services.monitor import HostSnapshot, read_apps_frames
 
@@ -168,11 +172,30 @@ def test_history_is_bounded_and_keeps_gaps():
         history.add(sample(float(t), 10 * t))
     history.add_gap(Gap(2.0, 9.0, "connection lost"))
     history.add(sample(9.0, 100))
-    assert history.series("util") == [0, 10, 20, None, 100]
-    assert history.series("mem", width=2) == [None, 50.0]
+    # on a time axis (1 s cells, the spacing of the samples): the 7 s gap is 6 empty cells wide, not one dot
+    assert history.series("util", 10) == [0, 10, 20, None, None, None, None, None, None, 100]
+    assert history.series("mem", 2) == [None, 50.0]
     history.add(sample(10.0, 50))
-    assert len(history.points) == 5 and history.series("util")[0] == 10, "oldest point dropped"
-    assert history.latest().t == 10.0
+    assert len(history.points) == 5 and history.latest().t == 10.0
+    assert history.series("util", 11)[:2] == [None, 10], "oldest point dropped"
+
+
+def test_time_series_carries_jitter_but_not_gaps():
+    # samples ~1 s apart with jitter: two in one cell, none in the next, is not a gap
+    points = tuple(sample(t, u) for t, u in ((0.0, 10), (0.9, 20), (1.95, 30), (2.05, 40), (4.0, 50)))
+    assert time_series(points, "util", 5, now=4.5, step=1.0) == [10, 20, 35.0, 35.0, 50]
+    # the host went quiet 6 s ago (no Gap recorded yet, the sampler still thinks it may come back)
+    assert time_series(points, "util", 8, now=10.5, step=1.0)[-6:] == [None] * 6
+    # a recorded Gap is empty even where the surrounding samples are close
+    close = (sample(0.0, 10), sample(0.9, 20), sample(3.0, 30))
+    assert time_series(close, "util", 4, now=3.5, step=1.0) == [10, 20, 20, 30]
+    gap = Gap(0.9, 3.0, "stalled")
+    assert time_series((*close[:2], gap, close[2]), "util", 4, now=3.5, step=1.0) == [10, 20, None, 30]
+
+
+def test_sample_step_is_the_usual_spacing():
+    assert sample_step(tuple(sample(t * 0.5, 1) for t in range(9))) == 0.5
+    assert sample_step(()) == 1.0
 
 
 def test_sparkline_draws_gaps_and_na_as_dots_never_as_zero():
@@ -203,3 +226,54 @@ def test_once_table_shows_na_as_dash():
     gpu = GpuSample(t=0, index=0, name="X")
     text = gpu_format.once_table([HostSnapshot("h", "ok", 0, gpus=(gpu,), last_sample_t=0)])
     assert "- / - MiB" in text and "- / - W" in text and "ECC -" in text and "| - " in text
+
+
+def test_apps_frame_with_ps_details():
+    frame = parse_apps_frame([
+        "@apps 0",
+        "4242, /usr/bin/python3, 2048, GPU-1",
+        "4243, python, 512, GPU-2",
+        "@ps 4242 alice 187.5 10485760 3725 /usr/bin/python3 train.py --lr 3e-4  --name 'a b'",
+        "@ps 4243 root 0.0 2048 5",
+    ])
+    first, second = frame.processes
+    assert (first.user, first.cpu_pct, first.rss_kib, first.runtime_s) == ("alice", 187.5, 10485760, 3725)
+    assert first.command == "/usr/bin/python3 train.py --lr 3e-4  --name 'a b'", "the whole command line"
+    assert (second.user, second.command, second.runtime_s) == ("root", None, 5)
+
+
+def test_the_process_loop_reports_ps_details_of_a_real_process():
+    """The shell loop's ps line, run here for this test's own pid, parsed back."""
+    import os
+    import subprocess
+
+    from devenv.services.monitor import apps_loop_script, read_apps_frames
+
+    fake = f"printf '%s\\n' '{os.getpid()}, python3, 100, GPU-1'"
+    script = apps_loop_script(once=True).replace(
+        "nvidia-smi --query-compute-apps=pid,process_name,used_memory,gpu_uuid --format=csv,noheader,nounits", fake)
+    out = subprocess.run(["sh", "-c", script], capture_output=True, text=True, timeout=30).stdout
+    [frame] = read_apps_frames(iter(out.splitlines()))
+    [proc] = frame.processes
+    assert proc.pid == os.getpid() and proc.rss_kib and proc.rss_kib > 1000 and proc.runtime_s is not None
+    assert proc.command and "pytest" in proc.command and proc.cpu_pct is not None
+
+
+def test_the_process_loop_reports_this_hosts_line():
+    """The loop's host lines, run on this machine, parsed back; CPU% from two frames' jiffies."""
+    import subprocess
+
+    from devenv.gpu.sample import cpu_busy_pct
+    from devenv.services.monitor import apps_loop_script, read_apps_frames
+
+    script = apps_loop_script(once=True)
+    out = subprocess.run(["sh", "-c", script], capture_output=True, text=True, timeout=30).stdout
+    [frame] = read_apps_frames(iter(out.splitlines()))
+    host = frame.host
+    meminfo = dict(line.split(":", 1) for line in Path("/proc/meminfo").read_text().splitlines())
+    assert host.mem_total_kib == int(meminfo["MemTotal"].split()[0])
+    assert host.ncpu == os.cpu_count() and host.load1 is not None
+    assert host.disk_total_kib and host.disk_used_kib is not None and host.disk_mount
+    assert len(host.cpu_jiffies) >= 7
+    assert cpu_busy_pct((0, 0, 0, 100, 0), (30, 0, 20, 150, 0)) == 50.0
+    assert cpu_busy_pct((), host.cpu_jiffies) is None

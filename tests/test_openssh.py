@@ -17,7 +17,7 @@ def test_alias_hosts_use_the_same_config_and_known_hosts_as_devenv(isolated_home
     assert argv[:2] == ["-F", str(isolated_home / "ssh_config")]
     assert f"UserKnownHostsFile={isolated_home / 'known_hosts'}" in argv
     assert "StrictHostKeyChecking=yes" in argv and "ConnectTimeout=7" in argv
-    assert argv[-1] == "gpu-box"
+    assert argv[-2:] == ["--", "gpu-box"]
 
 
 def test_explicit_targets_carry_user_port_identity_and_jumps(monkeypatch):
@@ -27,7 +27,7 @@ def test_explicit_targets_carry_user_port_identity_and_jumps(monkeypatch):
                                       proxy_jump=("bastion", "me@hop:22")))
     assert "-F" not in argv and not any(a.startswith("UserKnownHostsFile") for a in argv)
     assert argv == ["-o", "StrictHostKeyChecking=yes", "-l", "me", "-p", "2200", "-i", "/k/id",
-                    "-J", "bastion,me@hop:22", "10.0.0.5"]
+                    "-J", "bastion,me@hop:22", "--", "10.0.0.5"]
 
 
 def test_env_entry_pins_the_environment_key_and_jumps_through_the_host():
@@ -36,7 +36,7 @@ def test_env_entry_pins_the_environment_key_and_jumps_through_the_host():
     assert "HostKeyAlias devenv-box-cpu" in entry and "StrictHostKeyChecking yes" in entry
     assert "IdentitiesOnly yes" in entry and "IdentityFile /c/id" in entry
     proxy = next(line for line in entry.splitlines() if "ProxyCommand" in line)
-    assert proxy.endswith("-W %h:%p box")
+    assert proxy.endswith("-W %h:%p -- box")
     local = openssh.env_config_entry("devenv-local-cpu", HostProfile(name="local", source="t", local=True),
                                      2222, Path("/c/id"), Path("/c/kh"))
     assert "ProxyCommand" not in local
@@ -46,6 +46,7 @@ def test_blocks_and_known_hosts_are_replaced_not_duplicated():
     text = "Host other\n  Port 1\n\nHost devenv-box-cpu\n  Port 2\n"
     new = openssh.replace_block(text, "devenv-box-cpu", "Host devenv-box-cpu\n  Port 3\n")
     assert new.count("Host devenv-box-cpu") == 1 and "Port 3" in new and "Port 2" not in new and "Port 1" in new
+    new_key = "AAAAC3NzaC1lZDI1NTE5AAAAINEW"
     kh = openssh.replace_known_host("devenv-box-cpu ssh-ed25519 OLD\nother ssh-rsa X\n", "devenv-box-cpu",
-                                    openssh.known_hosts_line("devenv-box-cpu", "ssh-ed25519 NEW"))
-    assert kh == "other ssh-rsa X\ndevenv-box-cpu ssh-ed25519 NEW\n"
+                                    openssh.known_hosts_line("devenv-box-cpu", f"ssh-ed25519 {new_key}"))
+    assert kh == f"other ssh-rsa X\ndevenv-box-cpu ssh-ed25519 {new_key}\n"

@@ -2,17 +2,85 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 
 import click
+from click.utils import make_default_short_help
 
 from devenv import __version__
 from devenv.errors import DevenvError
 
+# Every command, the module that defines it (registering it on `main`), and the summary `devenv --help` shows.
+# Commands load lazily: `devenv --help` imports none of them (nor paramiko, docker, textual, yaml), and
+# `devenv CMD` imports only CMD's module. tests/test_cli_lazy.py keeps these summaries equal to the commands'.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "check": ("check_cmd", "Check HOST before touching it: SSH, OS, disk, Docker, NVIDIA driver, toolkit, CUDA "
+                           "and arch compatibility."),
+    "code": ("code_cmd", "Open VS Code (Remote-SSH) on the environment's workspace on HOST."),
+    "completion": ("completion_cmd", "Print the completion script for SHELL."),
+    "compat": ("compat_cmd", "Tell whether a driver, CUDA version, GPU and PyTorch build work together."),
+    "down": ("down_cmd", "Stop and remove the environment on HOST. The workspace is kept for the next `up` "
+                         "unless --purge."),
+    "exec": ("exec_cmd", "Run COMMAND in the environment on HOST (put `--` before it), streaming its output."),
+    "hosts": ("hosts_cmd", "Add host profiles (optional: every command also takes an ssh alias or "
+                           "user@host[:port])."),
+    "image": ("image_cmd", "Environment images on hosts."),
+    "jupyter": ("jupyter_cmd", "Open a tunnel to the environment's Jupyter on HOST and print its URL (with the "
+                               "token) until Ctrl-C."),
+    "logs": ("logs_cmd", "Print the environment's log on HOST (with -f, follow it)."),
+    "monitor": ("monitor_cmd", "Watch GPUs, processes, logs and environments on HOSTs (default: every host with "
+                               "a running environment)."),
+    "profiles": ("profiles_cmd", "List, show and validate host and environment profiles."),
+    "sanity": ("sanity_cmd", "Prove HOST's GPU delivers: matmul rates and memory bandwidth against its SKU, "
+                             "repeatable results, and GPT- and ResNet-style training in fp32, TF32, "
+                             "fp16 + GradScaler and bf16."),
+    "ssh": ("ssh_cmd", "Open a shell inside the environment on HOST (or run COMMAND after --), with OpenSSH."),
+    "ssh-config": ("sshconfig_cmd", "Let every ssh tool see devenv's environment entries (one Include line in "
+                                    "your ssh config)."),
+    "status": ("status_cmd", "Environments on HOSTs (profiles, @groups, ssh aliases or user@host[:port]; default: "
+                             "your host profiles and this machine, not the bundled examples), read from the "
+                             "hosts themselves."),
+    "sync": ("sync_cmd", "Copy LOCAL_DIR (default: here) into the environment's workspace on HOST over its ssh "
+                         "entry (rsync)."),
+    "tunnel": ("tunnel_cmd", "Forward environment PORTs to this machine's 127.0.0.1 (same port, or LOCAL) until "
+                             "Ctrl-C."),
+    "up": ("up_cmd", "Make (or reattach to) the environment on HOST: check, image, container, Jupyter and sshd, "
+                     "tunnels."),
+}
+
 
 class DevenvGroup(click.Group):
-    """Turns DevenvError into one message + hint + exit code; never a traceback for the user."""
+    """Loads each command's module on first use; turns DevenvError into one message + hint + exit code
+    (never a traceback for the user)."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(set(self.commands) | set(COMMANDS))
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands and cmd_name in COMMANDS:
+            importlib.import_module(f"devenv.cli.{COMMANDS[cmd_name][0]}")  # its decorator registers it on main
+        if os.environ.get("_DEVENV_COMPLETE") and cmd_name in self.commands:  # the shell is completing
+            from devenv.cli.completion_cmd import attach_completers
+
+            attach_completers(self.commands[cmd_name])
+        return self.commands.get(cmd_name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """click's listing, with the summaries of commands not loaded taken from COMMANDS (no import)."""
+        names = [n for n in self.list_commands(ctx) if not (n in self.commands and self.commands[n].hidden)]
+        if not names:
+            return
+        limit = formatter.width - 6 - max(len(n) for n in names)
+        rows = []
+        for name in names:
+            command = self.commands.get(name)
+            short = (command.get_short_help_str(limit) if command is not None
+                     else make_default_short_help(COMMANDS[name][1], limit))
+            rows.append((name, short))
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
 
     def invoke(self, ctx: click.Context):
         try:
@@ -55,28 +123,3 @@ def main(verbose: bool) -> None:
 
         setup_logging()
 
-
-# Each command lives in its own module and registers itself on `main`.
-from devenv.cli import (  # noqa: E402
-    check_cmd,  # noqa: E402,F401
-    code_cmd,  # noqa: E402,F401
-    compat_cmd,  # noqa: E402,F401
-    completion_cmd,  # noqa: E402,F401
-    down_cmd,  # noqa: E402,F401
-    exec_cmd,  # noqa: E402,F401
-    hosts_cmd,  # noqa: E402,F401
-    image_cmd,  # noqa: E402,F401
-    jupyter_cmd,  # noqa: E402,F401
-    logs_cmd,  # noqa: E402,F401
-    monitor_cmd,  # noqa: E402,F401
-    profiles_cmd,  # noqa: E402,F401
-    sanity_cmd,  # noqa: E402,F401
-    ssh_cmd,  # noqa: E402,F401
-    sshconfig_cmd,  # noqa: E402,F401
-    status_cmd,  # noqa: E402,F401
-    sync_cmd,  # noqa: E402,F401
-    tunnel_cmd,  # noqa: E402,F401
-    up_cmd,  # noqa: E402,F401
-)
-
-completion_cmd.attach_completers(main)  # after every command has registered itself

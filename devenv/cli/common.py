@@ -47,7 +47,10 @@ def gpus_option(ctx, param, value):
 
 
 def connect(host: HostProfile, accept_new_host: bool = False) -> Connection:
+    from devenv.remote.envkey import chosen_key
     from devenv.remote.pool import get_connection
+
+    chosen_key()  # a bad $DEVENV_SSH_KEY is bad input (exit 2), said before any connection is tried
 
     return get_connection(host, accept_new_host=accept_new_host)
 

@@ -48,16 +48,16 @@ def complete_envs(ctx: click.Context, param: click.Parameter, incomplete: str) -
         return []
 
 
-def attach_completers(group: click.Group) -> None:
-    """HOST/HOSTS arguments and --env options of every command (and sub-command) complete names."""
-    for command in group.commands.values():
-        if isinstance(command, click.Group):
-            attach_completers(command)
-        for param in command.params:
-            if param.name in ("host", "hosts") and isinstance(param, click.Argument):
-                param._custom_shell_complete = complete_hosts
-            elif param.name == "env" and isinstance(param, click.Option):
-                param._custom_shell_complete = complete_envs
+def attach_completers(command: click.Command) -> None:
+    """HOST/HOSTS arguments and --env options of a command (and its sub-commands) complete names."""
+    if isinstance(command, click.Group):
+        for sub in command.commands.values():
+            attach_completers(sub)
+    for param in command.params:
+        if param.name in ("host", "hosts") and isinstance(param, click.Argument):
+            param._custom_shell_complete = complete_hosts
+        elif param.name == "env" and isinstance(param, click.Option):
+            param._custom_shell_complete = complete_envs
 
 
 @main.command()

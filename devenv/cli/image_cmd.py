@@ -37,6 +37,8 @@ def build(host: str, env: str | None, accept_new_host: bool, ca_bundle: str | No
             extras = [f"CA bundle {inputs.ca_bundle}"] if inputs.ca_bundle else []
             if inputs.wheelhouse:
                 extras.append(f"{len(inputs.wheels())} wheels from {inputs.wheelhouse}")
+            if inputs.context_dir:
+                extras.append(f"build context {inputs.context_dir} (DEVENV_BUILD_CONTEXT)")
             printer.step(f"Building {env_profile.image} on {host}" + (f" with {', '.join(extras)}" if extras else ""))
         info = session.build_image(inputs, printer.progress if not quiet else _steps_only(printer))
     printer.done()

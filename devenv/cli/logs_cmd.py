@@ -18,9 +18,9 @@ from devenv.services.session import open_env
               help="Lines from the end to start with ('all' for everything).")
 def logs(host: str, env: str | None, accept_new_host: bool, follow: bool, tail: str) -> None:
     """Print the environment's log on HOST (with -f, follow it)."""
-    if tail != "all" and not tail.isdigit():
+    if tail != "all" and not (tail.isascii() and tail.isdigit() and len(tail) <= 9):
         raise click.BadParameter("give a number of lines or 'all'", param_hint="--tail")
     with open_env(host, env, accept_new_host=accept_new_host) as session:
-        lines = session.backend.logs(session.env.name, tail=int(tail) if tail.isdigit() else "all", follow=follow)
+        lines = session.backend.logs(session.env.name, tail=int(tail) if tail != "all" else "all", follow=follow)
         for line in lines:
             click.echo(line)

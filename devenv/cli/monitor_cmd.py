@@ -9,7 +9,15 @@ from concurrent.futures import ThreadPoolExecutor
 import click
 
 from devenv.cli import main
-from devenv.cli.common import accept_new_host_option, connect, host_names, load_host, worst_exit_code
+from devenv.cli.common import (
+    accept_new_host_option,
+    connect,
+    env_option,
+    host_names,
+    load_host,
+    worst_exit_code,
+)
+from devenv.cli.params import Seconds
 from devenv.cli.render import emit_json
 from devenv.errors import ConnectError, DevenvError
 from devenv.gpu.format import once_table
@@ -22,16 +30,40 @@ REACHED = ("ok", "no-gpu")
 @click.argument("hosts", nargs=-1, metavar="[HOST]...")
 @click.option("--once", is_flag=True, help="Print one gpustat-like table and exit (no terminal needed).")
 @click.option("--json", "as_json", is_flag=True, help="Print one sample as JSON and exit (implies --once).")
-@click.option("--interval", type=click.FloatRange(min=0.1), default=1.0, show_default=True,
+@click.option("--interval", type=Seconds(0.1, 3600), default=1.0, show_default=True,
               help="Seconds between GPU samples in the TUI.")
+@click.option("--watch", is_flag=True, help="With --json: keep sampling and write one JSON object per line "
+              "(NDJSON) per new sample of each host, until interrupted.")
+@click.option("--prometheus", "prometheus", metavar="ADDR:PORT",
+              help="Serve the samples on ADDR:PORT/metrics with dcgm-exporter's names (no TUI). Loopback only, "
+                   "e.g. 127.0.0.1:9400.")
+@click.option("--prometheus-public", is_flag=True, help="Allow --prometheus on a non-loopback address.")
+@env_option
+@click.option("--readonly", is_flag=True, help="Watch only: up, down and terminate/kill are off.")
 @accept_new_host_option
-def monitor(hosts: tuple[str, ...], once: bool, as_json: bool, interval: float, accept_new_host: bool) -> None:
+def monitor(hosts: tuple[str, ...], once: bool, as_json: bool, interval: float, watch: bool,
+            prometheus: str | None, prometheus_public: bool, env: str | None, readonly: bool,
+            accept_new_host: bool) -> None:
     """Watch GPUs, processes, logs and environments on HOSTs (default: every host with a running environment).
 
     HOSTs are profiles, @groups, ssh aliases or user@host[:port]. --once exits 3 when a host could not be
     reached (the others are still shown; a host without a GPU is reported, not an error), 2 for a bad name.
     """
+    bind = None
+    if prometheus is not None:
+        from devenv.services.monitor_stream import parse_bind
+
+        bind = parse_bind(prometheus, allow_public=prometheus_public)  # before connecting anywhere
+    if watch and not as_json:
+        raise click.UsageError("--watch goes with --json (NDJSON); the TUI watches by itself")
     host_profiles = [load_host(name) for name in host_names(hosts or default_hosts())]
+    if env is not None:
+        from devenv.services.session import resolve_env
+
+        for profile in host_profiles:
+            resolve_env(profile, env)  # a bad --env fails here (exit 2), not under every key of the TUI
+    if bind is not None or watch:
+        return run_headless(host_profiles, interval, accept_new_host, bind, ndjson=watch)
     if once or as_json:
         codes: dict[str, int] = {}
         snapshots = look_once(host_profiles, accept_new_host, codes)
@@ -48,7 +80,7 @@ def monitor(hosts: tuple[str, ...], once: bool, as_json: bool, interval: float, 
         return
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
         raise DevenvError("devenv monitor needs a terminal", "use `devenv monitor HOST --once [--json]` in scripts")
-    run_tui(host_profiles, interval, accept_new_host)
+    run_tui(host_profiles, interval, accept_new_host, env, readonly)
 
 
 def default_hosts() -> list[str]:
@@ -81,7 +113,53 @@ def look_once(host_profiles, accept_new_host: bool, codes: dict[str, int] | None
         return list(pool.map(one, host_profiles))
 
 
-def run_tui(host_profiles, interval: float, accept_new_host: bool) -> None:
+def run_headless(host_profiles, interval: float, accept_new_host: bool, bind: tuple[str, int] | None,
+                 ndjson: bool) -> None:
+    """NDJSON on stdout and/or a Prometheus endpoint, from long-lived samplers, until Ctrl-C / SIGTERM / a
+    closed pipe (each ends with exit 0)."""
+    import json
+    import signal
+
+    from devenv.services.monitor import HostSampler
+    from devenv.services.monitor_stream import serve_prometheus, watch_records
+
+    def interrupted(signum, frame):
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, interrupted)
+    def connector(profile):
+        return lambda: connect(profile, accept_new_host)
+
+    samplers = [HostSampler(p.name, connector(p), interval=interval) for p in host_profiles]
+    for sampler in samplers:
+        sampler.start()
+    server = None
+    try:
+        if bind is not None:
+            server = serve_prometheus(samplers, *bind)[0]
+            click.echo(f"serving {len(samplers)} host(s) on http://{bind[0]}:{bind[1]}/metrics; Ctrl-C stops",
+                       err=True)
+        if ndjson:
+            out = click.get_text_stream("stdout")
+            for rec in watch_records(samplers, min(interval, 1.0)):
+                out.write(json.dumps(rec, default=str) + "\n")
+                out.flush()
+        else:
+            while True:
+                time.sleep(3600)
+    except KeyboardInterrupt:
+        pass
+    except BrokenPipeError:  # `| head`: the reader has what it wanted
+        sys.stderr.close()
+    finally:
+        if server is not None:
+            server.shutdown()
+        for sampler in samplers:
+            sampler.stop(timeout=0)
+
+
+def run_tui(host_profiles, interval: float, accept_new_host: bool, env: str | None = None,
+            readonly: bool = False) -> None:
     from devenv.cli.monitor_services import services_for
     from devenv.services.monitor import HostSampler
     from devenv.tui.monitor_app import create_monitor_app
@@ -92,5 +170,8 @@ def run_tui(host_profiles, interval: float, accept_new_host: bool) -> None:
         profile = by_name[name]
         return HostSampler(name, lambda: connect(profile, accept_new_host), interval=interval)
 
-    app = create_monitor_app(list(by_name), sampler_factory, services_for(by_name, accept_new_host))
+    services = services_for(by_name, accept_new_host, env)
+    if readonly:
+        services.up = services.down = services.kill = None
+    app = create_monitor_app(list(by_name), sampler_factory, services, readonly=readonly)
     app.run()

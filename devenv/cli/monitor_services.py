@@ -4,22 +4,25 @@ callables, so it never builds a connection; each call opens what it needs throug
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 from devenv.config import profiles
 from devenv.errors import DevenvError
-from devenv.services.session import open_env
+from devenv.services.session import open_env, resolve_env
 from devenv.tui.monitor_app import MonitorServices
 
 Progress = Callable[[str, "float | None"], None]
 LOG_TAIL = 100
 
 
-def services_for(host_profiles: dict, accept_new_host: bool = False) -> MonitorServices:
+def services_for(host_profiles: dict, accept_new_host: bool = False, env_choice: str | None = None,
+                 ) -> MonitorServices:
     def session(name: str):
-        return open_env(host_profiles[name], accept_new_host=accept_new_host)
+        return open_env(host_profiles[name], env_choice, accept_new_host=accept_new_host)
+
+    def env_name(name: str) -> str:  # for confirmations: no connection needed
+        return resolve_env(host_profiles[name], env_choice).name
 
     def env_state(name: str) -> str:
         with session(name) as s:
@@ -43,27 +46,38 @@ def services_for(host_profiles: dict, accept_new_host: bool = False) -> MonitorS
             return f"no environment '{s.env.name}' on {name}: nothing to remove"
         return f"removed {', '.join(removed['containers'])}; the workspace is kept"
 
-    tunnels: list = []
-    tunnels_lock = threading.Lock()
+    from devenv.services.monitor_jupyter import TunnelOwner, open_link
 
-    def open_jupyter(name: str) -> str:
+    owner = TunnelOwner()  # the app's tunnels live on its thread until quit (see monitor_jupyter)
+
+    def open_jupyter(name: str):
+        from devenv.services import jupyter
+
         with session(name) as s:
             access = s.backend.jupyter_access(s.env.name)
-        url, tunnel = s.open_jupyter(access)
-        if tunnel is None:  # already on this machine's 127.0.0.1
-            return url
-        with tunnels_lock:
-            tunnels.append(tunnel)  # open while the monitor runs
-        return f"{url}  (tunnel open until you quit)"
+        local = s.host.local and access.relay is None
+        return open_link(owner, name, s.env.name, lambda: (access.port, access.token),
+                         None if local else (lambda port: s.open_jupyter(access)[1]), url_of=jupyter.lab_url)
+
+    def open_browser(url: str) -> str:
+        import webbrowser
+
+        if not webbrowser.open(url):
+            raise DevenvError("no browser could be started from here", "copy the URL into a browser")
+        return "opened in a browser"
 
     def close() -> None:
-        with tunnels_lock:
-            for tunnel in tunnels:
-                tunnel.close()
-            tunnels.clear()
+        owner.close()
+
+    def kill(name: str, pid: int, signal: str, command: str | None) -> str:
+        from devenv.services.monitor import kill_process
+
+        with session(name) as s:
+            return kill_process(s.conn, pid, signal, expect_command=command)
 
     services = MonitorServices(env_state=env_state, follow_logs=follow_logs, up=up, down=down,
-                               open_jupyter=open_jupyter, close=close)
+                               open_jupyter=open_jupyter, open_browser=open_browser, env_of=env_name, kill=kill,
+                               close=close)
     try:
         from devenv.services import sanity, sanity_history
     except ImportError:

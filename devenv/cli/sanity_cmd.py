@@ -7,6 +7,7 @@ import click
 from devenv.cli import main
 from devenv.cli.common import accept_new_host_option, env_option, gpus_option, host_names, per_host, worst_exit_code
 from devenv.cli.render import STATUS_STYLE, emit_json, print_result
+from devenv.config import validate
 from devenv.sanity.verdict import BUSY, FAIL, NO_GPU, NOT_JUDGED, Status, fmt
 from devenv.services.session import open_env
 
@@ -49,6 +50,12 @@ def sanity(hosts: tuple[str, ...], suite: str, env: str | None, python: str | No
     5 when the GPU was shared (BUSY: speed not judged), 3 when the host cannot be reached. HOST may be an
     @group: the hosts run in parallel, a verdict each.
     """
+    from devenv.services.sanity import STAGES
+
+    unknown = [s.strip() for s in only.split(",") if s.strip() and s.strip() not in STAGES]
+    if unknown:
+        raise click.BadParameter(f"unknown stage(s) {', '.join(validate.preview(s) for s in unknown[:3])}; "
+                                 f"choose from {','.join(STAGES)}", param_hint="--only")
     names = host_names(hosts)
     sharing = {"gpus": gpus, "allow_busy": allow_busy, "wait_idle": wait_idle}
     if len(names) > 1 or hosts[0].startswith("@"):

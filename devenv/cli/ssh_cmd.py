@@ -10,6 +10,7 @@ from __future__ import annotations
 import shutil
 import signal
 import subprocess
+from typing import NoReturn
 
 import click
 
@@ -38,7 +39,8 @@ def ssh(host: str, env: str | None, accept_new_host: bool, show_config: bool, co
         raise DevenvError("OpenSSH's `ssh` is not installed on this machine",
                           "install openssh-client (apt install openssh-client), or use `devenv exec HOST -- CMD`")
     traits = known_traits(host_profile)
-    if not show_config and not host_profile.local and traits is not None and traits.shell_on_host:
+    if (not show_config and not host_profile.local and traits is not None and traits.shell_on_host
+            and not accept_new_host):  # a new host's key is recorded by devenv's connection first
         # known without connecting: the host's own sshd serves the shell, and OpenSSH does it all
         _run_ssh([ssh_binary or "ssh", *openssh.host_options(host_profile), *_command(command)])
     with open_env(host_profile, env, accept_new_host=accept_new_host) as session:
@@ -56,14 +58,14 @@ def ssh(host: str, env: str | None, accept_new_host: bool, show_config: bool, co
                    f"{paths.ssh_config_path()}:")
         click.echo(f"Include {config}")
         return
-    _run_ssh([ssh_binary or "ssh", "-F", str(config), alias, *_command(command)])
+    _run_ssh([ssh_binary or "ssh", "-F", str(config), "--", alias, *_command(command)])
 
 
 def _command(command: tuple[str, ...]) -> list[str]:
     return list(command[1:] if command[:1] == ("--",) else command)
 
 
-def _run_ssh(argv: list[str]) -> None:
+def _run_ssh(argv: list[str]) -> NoReturn:
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C belongs to the remote shell
     try:
         code = subprocess.call(argv)

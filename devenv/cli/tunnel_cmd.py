@@ -50,7 +50,8 @@ def tunnel(host: str, ports: tuple[str, ...], env: str | None, accept_new_host: 
             click.echo(f"{status.address}:{rport} -> {env_profile.name}:{rport} (no tunnel needed here)")
         return
     # Container ports are reached at the container's address on the host's Docker network.
-    wanted = [(f"port {rport}", status.address, rport, local or rport) for rport, local in wanted_ports]
+    wanted: list[tuple[str, str, int, int | None]] = [
+        (f"port {rport}", status.address, rport, local or rport) for rport, local in wanted_ports]
     tun = session.forward(wanted)
     if as_json:
         _json(host, env_profile.name, [("127.0.0.1", f.local_port, f.remote_port) for f in tun.forwards], tun.kind)

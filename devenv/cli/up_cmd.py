@@ -7,6 +7,7 @@ import click
 from devenv.cli import main
 from devenv.cli.common import accept_new_host_option, env_option, gpus_option
 from devenv.cli.envcommon import build_input_options, hold, print_access
+from devenv.cli.params import Seconds
 from devenv.cli.progress import ProgressPrinter
 from devenv.cli.render import emit_json
 from devenv.env.image_context import BuildInputs
@@ -22,7 +23,7 @@ from devenv.services.session import open_env
                                                    "`devenv jupyter HOST` / `devenv tunnel HOST PORT`.")
 @click.option("--yes", "-y", "assume_yes", is_flag=True, help="Recreate a changed environment without asking "
                                                                "(the workspace is kept).")
-@click.option("--ready-timeout", type=click.FloatRange(1, 3600), default=180, show_default=True,
+@click.option("--ready-timeout", type=Seconds(1, 3600), default=180, show_default=True,
               help="Seconds to wait for Jupyter and sshd to answer.")
 @click.option("--gpus", "gpus", metavar="N|0,1|all|none", callback=gpus_option,
               help="GPUs for the environment, instead of the profile's `gpus:`; N = N free ones, picked now.")
@@ -53,6 +54,8 @@ def up(host: str, env: str | None, accept_new_host: bool, detach: bool, assume_y
         dc = found[0] if found else None
         if dc is not None:
             devcontainer_up.apply(session, dc)
+        if not (detach or as_json):
+            session.prestart_tunnels()
         result = session.up(options)
         if dc is not None:
             devcontainer_up.after_up(session, result, dc)

@@ -14,15 +14,15 @@ from __future__ import annotations
 
 import re
 
-from devenv.config import paths, profiles
+from devenv.config import paths, profiles, validate
 from devenv.config.profiles import HostProfile, RuntimeKind, SSHTarget
 from devenv.errors import ProfileError
 
 GROUP_PREFIX = "@"
-_USER = r"[A-Za-z0-9._][A-Za-z0-9._-]*"
-_HOST = r"[A-Za-z0-9_][A-Za-z0-9._-]*"
+_USER = r"[A-Za-z0-9._][A-Za-z0-9._-]{0,63}"
+_HOST = r"[A-Za-z0-9_][A-Za-z0-9._-]{0,252}"
 _DEST = re.compile(rf"^(?:(?P<user>{_USER})@)?(?:\[(?P<v6>[0-9A-Fa-f:.%]+)\]|(?P<host>{_HOST}))"
-                   rf"(?::(?P<port>\d{{1,5}}))?$")
+                   rf"(?::(?P<port>[0-9]{{1,5}}))?$")
 
 
 def is_group(name: str) -> bool:
@@ -73,9 +73,10 @@ def load_host(name: str) -> HostProfile:
 def destination_profile(name: str) -> HostProfile:
     """`alias`, `host`, `user@host` or `user@host:port` as a HostProfile with the bundled defaults."""
     match = _DEST.match(name or "")
-    if not match or name.startswith("-"):
+    host_part = (match.group("v6") or match.group("host")) if match else ""
+    if not match or name.startswith("-") or any(len(label) > 63 for label in host_part.split(".")):
         raise ProfileError(
-            f"'{name}' is neither a host profile nor an ssh destination",
+            f"{validate.preview(name, 40)} is neither a host profile nor an ssh destination",
             "name a host profile (devenv profiles list), an alias from ~/.ssh/config, or user@host[:port]")
     user, host, port = match.group("user"), match.group("v6") or match.group("host"), match.group("port")
     if port is not None and not 0 < int(port) < 65536:

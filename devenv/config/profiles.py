@@ -6,7 +6,9 @@ config dir). Validation walks the YAML node tree, so every error names the file,
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from enum import Enum
@@ -18,10 +20,17 @@ import yaml
 from devenv.cluster.slurm_job import SettingError, SlurmSettings
 from devenv.cluster.slurm_job import validate as validate_slurm
 from devenv.config import paths
+from devenv.config import validate as check
 from devenv.errors import ProfileError
 
 KINDS = ("hosts", "envs")
-_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+MAX_FILE_BYTES = 256 * 1024       # a profile is a few hundred bytes; more is a mistake (or /dev/zero)
+MAX_DEPTH = 16                    # profiles nest three levels; a deep one would exhaust the composer's stack
+MAX_NODES = 5000                  # nodes once aliases are expanded: a YAML bomb stops here
+# The tags plain YAML resolves by itself; any other (!!python/object, !secret, !!binary) is refused, not dropped.
+_PLAIN_TAGS = {f"tag:yaml.org,2002:{t}" for t in ("str", "int", "float", "bool", "null", "map", "seq")}
+PORT_NAMES = ("jupyter", "ssh")
 
 
 @dataclass(frozen=True)
@@ -115,28 +124,53 @@ class _Ctx:
 def _scalar(ctx: _Ctx, node: yaml.Node, where: str, what: str = "a string") -> str:
     if not isinstance(node, yaml.ScalarNode) or node.tag == "tag:yaml.org,2002:null":
         raise ctx.fail(node, where, f"expected {what}, got {_describe(node)}", f"write {where}: <{what}>")
-    return str(node.value)
+    text = str(node.value)
+    problem = check.text_problem(text)
+    if problem:
+        raise ctx.fail(node, where, problem, "write the value on one line, without control characters")
+    return text
 
 
 def _string(ctx, node, where):
     return _scalar(ctx, node, where)
 
 
+def _checked(problem_of: Callable[[str], str | None], hint: str, optional_empty: bool = False):
+    """A string field checked by one of config.validate's checks (the error shows only a short preview)."""
+    def parse(ctx, node, where):
+        text = _scalar(ctx, node, where)
+        if optional_empty and text == "":
+            return text
+        problem = problem_of(text)
+        if problem:
+            raise ctx.fail(node, where, f"{check.preview(text)} {problem}", hint)
+        return text
+    return parse
+
+
+def _name(ctx, node, where):
+    text = _scalar(ctx, node, where)
+    if not _NAME_RE.match(text):
+        raise ctx.fail(node, where, f"{check.preview(text)} is not a valid name",
+                       "use letters, digits, '.', '_' and '-' (starting with a letter or digit)")
+    return text
+
+
 def _int(ctx, node, where, lo: int = 1, hi: int = 65535):
     text = _scalar(ctx, node, where, "an integer")
-    if not re.fullmatch(r"\d+", text) or not lo <= int(text) <= hi:
-        raise ctx.fail(node, where, f"expected an integer from {lo} to {hi}, got '{text}'", f"e.g. {where}: {lo}")
-    return int(text)
+    value = check.parse_int(text, lo, hi)
+    if value is None:
+        raise ctx.fail(node, where, f"expected an integer from {lo} to {hi}, got {check.preview(text)}",
+                       f"e.g. {where}: {lo}")
+    return value
 
 
-def _number(ctx, node, where):
+def _number(ctx, node, where, hi: float = 1e6):
     text = _scalar(ctx, node, where, "a number")
-    try:
-        value = float(text)
-    except ValueError:
-        raise ctx.fail(node, where, f"expected a number, got '{text}'", f"e.g. {where}: 20") from None
-    if value <= 0:
-        raise ctx.fail(node, where, f"expected a positive number, got '{text}'", f"e.g. {where}: 20")
+    value = check.parse_number(text, 0, hi)
+    if value is None:
+        raise ctx.fail(node, where, f"expected a positive number up to {hi:g}, got {check.preview(text)}",
+                       f"e.g. {where}: 20")
     return value
 
 
@@ -146,14 +180,14 @@ def _bool(ctx, node, where):
         return True
     if text in ("false", "no", "off"):
         return False
-    raise ctx.fail(node, where, f"expected true or false, got '{text}'", f"write {where}: true")
+    raise ctx.fail(node, where, f"expected true or false, got {check.preview(text)}", f"write {where}: true")
 
 
 def _choice(*choices: str):
     def parse(ctx, node, where):
         text = _scalar(ctx, node, where, " or ".join(choices))
         if text not in choices:
-            raise ctx.fail(node, where, f"expected one of {', '.join(choices)}, got '{text}'",
+            raise ctx.fail(node, where, f"expected one of {', '.join(choices)}, got {check.preview(text)}",
                            f"write {where}: {choices[0]}")
         return text
     return parse
@@ -163,19 +197,45 @@ def _version(pattern: str, example: str):
     def parse(ctx, node, where):
         text = _scalar(ctx, node, where, "a version string")
         if not re.fullmatch(pattern, text):
-            raise ctx.fail(node, where, f"expected a version like '{example}', got '{text}'",
+            raise ctx.fail(node, where, f"expected a version like '{example}', got {check.preview(text)}",
                            f'write {where}: "{example}" (quoted, so YAML keeps it a string)')
         return text
     return parse
 
 
-def _list_of_strings(ctx, node, where):
+def _list_of_strings(ctx, node, where, item: Callable | None = None):
     """A list of strings; a single comma-separated string is accepted too (as ProxyJump writes it)."""
+    item = item or _string
     if isinstance(node, yaml.ScalarNode):
-        return tuple(p.strip() for p in _scalar(ctx, node, where).split(",") if p.strip())
+        parts = [p.strip() for p in _scalar(ctx, node, where).split(",") if p.strip()]
+        for part in parts:
+            item(ctx, yaml.ScalarNode("tag:yaml.org,2002:str", part, node.start_mark, node.end_mark), where)
+        return tuple(parts)
     if not isinstance(node, yaml.SequenceNode):
         raise ctx.fail(node, where, f"expected a list, got {_describe(node)}", f"write {where}: [a, b]")
-    return tuple(_string(ctx, item, f"{where}[{i}]") for i, item in enumerate(node.value))
+    return tuple(item(ctx, n, f"{where}[{i}]") for i, n in enumerate(node.value))
+
+
+def _list_of(item: Callable):
+    return lambda ctx, node, where: _list_of_strings(ctx, node, where, item)
+
+
+def _jump_problem(value: str) -> str | None:
+    """One ProxyJump hop: [user@]host[:port], each part checked."""
+    problem = check.option_problem(value)
+    if problem:
+        return problem
+    match = re.fullmatch(r"(?:([^@]*)@)?(\[[^\]]*\]|[^:]*)(?::([0-9]{1,5}))?", value)
+    if not match:
+        return "is not [user@]host[:port]"
+    user, host, port = match.groups()
+    if user is not None and check.user_problem(user):
+        return f"has a bad user ({check.user_problem(user)})"
+    if check.hostname_problem(host) and check.alias_problem(host):
+        return "has a bad host name"
+    if port is not None and check.parse_int(port, 1, 65535) is None:
+        return "has a port outside 1-65535"
+    return None
 
 
 def _mapping_of(value_parser: Callable, key_pattern: str = r"[A-Za-z_][A-Za-z0-9_.-]*"):
@@ -185,8 +245,11 @@ def _mapping_of(value_parser: Callable, key_pattern: str = r"[A-Za-z_][A-Za-z0-9
         out = {}
         for key_node, value_node in node.value:
             key = _string(ctx, key_node, where)
-            if not re.fullmatch(key_pattern, key):
-                raise ctx.fail(key_node, f"{where}.{key}", "is not a valid name", "use letters, digits, _ . -")
+            if not re.fullmatch(key_pattern, key) or len(key) > 128:
+                raise ctx.fail(key_node, where, f"{check.preview(key)} is not a valid name",
+                               "use letters, digits, _ . -")
+            if key in out:
+                raise ctx.fail(key_node, f"{where}.{key}", "appears twice", "keep one")
             out[key] = value_parser(ctx, value_node, f"{where}.{key}")
         return out
     return parse
@@ -197,13 +260,47 @@ def _gpus(ctx, node, where):
     from devenv.gpu.choose import parse_gpus
 
     if isinstance(node, yaml.SequenceNode):
+        if not node.value:
+            raise ctx.fail(node, where, "is an empty list", f"write {where}: none (no GPU), all, or [0, 1]")
         ids = [_int(ctx, n, f"{where}[{i}]", 0, 1023) for i, n in enumerate(node.value)]
+        if len(set(ids)) != len(ids):
+            raise ctx.fail(node, where, "names a GPU twice", "list each index once")
         return ",".join(str(i) for i in ids)
     text = _scalar(ctx, node, where, "'all', 'none', a count or GPU indices")
+    if len(text) > 64 or not text.isascii():
+        raise ctx.fail(node, where, f"expected all, none, a count or GPU indices, got {check.preview(text)}",
+                       f"write {where}: all, {where}: 2 (two free GPUs) or {where}: [0, 1]")
     try:
         return parse_gpus(text)
     except ValueError as e:
-        raise ctx.fail(node, where, str(e), f"write {where}: all, {where}: 2 (two free GPUs) or {where}: [0, 1]")            from None
+        problem = str(e).replace(f"'{text}'", check.preview(text))  # the value shown as a short prefix only
+        raise ctx.fail(node, where, problem, f"write {where}: all, {where}: 2 (two free GPUs) or {where}: [0, 1]") \
+            from None
+
+
+def _ports(ctx, node, where):
+    ports = _mapping_of(lambda c, n, w: _int(c, n, w, 1, 65535))(ctx, node, where)
+    for name in ports:
+        if name not in PORT_NAMES:
+            key_node = next((k for k, _ in node.value if k.value == name), node)
+            raise ctx.fail(key_node, f"{where}.{name}", "is not a service devenv publishes",
+                           f"known: {', '.join(PORT_NAMES)}")
+    if len(set(ports.values())) != len(ports):
+        raise ctx.fail(node, where, "gives two services the same port", "give each service its own port")
+    return ports
+
+
+_SHM_UNITS = {"": 1, "k": 1024, "m": 1024 ** 2, "g": 1024 ** 3}
+
+
+def _shm_size(ctx, node, where):
+    text = _scalar(ctx, node, where, "a size like 16g")
+    match = re.fullmatch(r"([0-9]{1,7})([kmgKMG]?)", text)
+    size = int(match.group(1)) * _SHM_UNITS[match.group(2).lower()] if match else 0
+    if not match or not 1024 ** 2 <= size <= 1024 ** 4:
+        raise ctx.fail(node, where, f"expected a size from 1m to 1024g, got {check.preview(text)}",
+                       f'write {where}: "16g"')
+    return text
 
 
 def _fields(ctx: _Ctx, node: yaml.Node, where: str, schema: dict[str, Callable]) -> dict[str, Any]:
@@ -215,7 +312,9 @@ def _fields(ctx: _Ctx, node: yaml.Node, where: str, schema: dict[str, Callable])
         key = _string(ctx, key_node, where)
         path = f"{where}.{key}" if where else key
         if key not in schema:
-            close = [k for k in schema if k.startswith(key[:3])]
+            shown = key if re.fullmatch(r"[\w.-]{1,40}", key, re.ASCII) else check.preview(key)
+            path = f"{where}.{shown}" if where else shown
+            close = [k for k in schema if key and k.startswith(key[:3])]
             suggestion = f"did you mean '{close[0]}'? " if close else ""
             raise ctx.fail(key_node, path, "is not a known field",
                            f"{suggestion}known fields: {', '.join(sorted(schema))}")
@@ -227,9 +326,13 @@ def _fields(ctx: _Ctx, node: yaml.Node, where: str, schema: dict[str, Callable])
 
 def _ssh_target(ctx, node, where):
     values = _fields(ctx, node, where, {
-        "alias": _string, "hostname": _string, "user": _string,
-        "port": _int, "identity_file": _string, "proxy_jump": _list_of_strings,
-        "connect_timeout": _number,
+        "alias": _checked(check.alias_problem, "the Host name of an ~/.ssh/config entry, e.g. gpu-box"),
+        "hostname": _checked(check.hostname_problem, "a host name or IP address, e.g. gpu1.lab.example"),
+        "user": _checked(check.user_problem, "a login name, e.g. alice"),
+        "port": _int,
+        "identity_file": _checked(check.path_problem, "the path of a private key file, e.g. ~/.ssh/id_ed25519"),
+        "proxy_jump": _list_of(_checked(_jump_problem, "each hop is [user@]host[:port], e.g. bastion")),
+        "connect_timeout": lambda c, n, w: _number(c, n, w, 3600),
     })
     if not values.get("alias") and not values.get("hostname"):
         raise ctx.fail(node, where, "needs 'alias' (an ~/.ssh/config Host) or 'hostname'",
@@ -238,7 +341,9 @@ def _ssh_target(ctx, node, where):
 
 
 def _build(ctx, node, where):
-    values = _fields(ctx, node, where, {"dockerfile": _string, "args": _mapping_of(_string, r"[A-Za-z_][A-Za-z0-9_]*")})
+    values = _fields(ctx, node, where, {
+        "dockerfile": _checked(check.path_problem, "the name of a Dockerfile under images/ (e.g. pytorch.Dockerfile)"),
+        "args": _mapping_of(_string, r"[A-Za-z_][A-Za-z0-9_]*")})
     if "dockerfile" not in values:
         raise ctx.fail(node, where, "needs 'dockerfile' (a file under images/)", f"e.g. {where}: {{dockerfile: pytorch.Dockerfile}}")
     return BuildSpec(**values)
@@ -267,9 +372,9 @@ HOST_SCHEMA: dict[str, Callable] = {
     "local": _bool,
     "ssh": _ssh_target,
     "runtime": _choice("docker", "host", "slurm", "auto"),
-    "python": _string,
-    "default_env": _string,
-    "groups": _list_of_strings,
+    "python": _checked(check.program_problem, "a python on the host, e.g. python3 or /opt/conda/bin/python"),
+    "default_env": _name,
+    "groups": _list_of(_name),
     "engine": _choice("auto", "docker", "podman"),
     "gpu_devices": _choice("auto", "toolkit", "cdi"),
     "slurm": _slurm,
@@ -277,15 +382,15 @@ HOST_SCHEMA: dict[str, Callable] = {
 
 ENV_SCHEMA: dict[str, Callable] = {
     "description": _string,
-    "image": _string,
+    "image": _checked(check.image_problem, "e.g. image: devenv/pytorch:cu128"),
     "build": _build,
     "cuda": _version(r"\d+\.\d+(\.\d+)?", "12.8"),
     "torch": _version(r"\d+\.\d+(\.\d+)?(\+(cu\d+|cpu|rocm[\d.]+))?", "2.8.0+cu128"),
     "image_size_gb": _number,
-    "ports": _mapping_of(lambda c, n, w: _int(c, n, w, 1, 65535)),
-    "volumes": _mapping_of(_string),
+    "ports": _ports,
+    "volumes": _mapping_of(_checked(check.container_path_problem, "e.g. workspace: /workspace")),
     "env": _mapping_of(_string, r"[A-Za-z_][A-Za-z0-9_]*"),
-    "shm_size": _version(r"\d+[kmgKMG]?", "16g"),
+    "shm_size": _shm_size,
     "gpus": _gpus,
     "jupyter": _bool,
     "sshd": _bool,
@@ -299,12 +404,52 @@ def _describe(node: yaml.Node | None) -> str:
         return "a list"
     if node is None or node.tag == "tag:yaml.org,2002:null":
         return "nothing"
-    return f"'{node.value}'"
+    return check.preview(node.value)
+
+
+def _shape(text: str, source: str) -> None:
+    """Depth first, from the parser's events (the composer recurses and would overflow on deep nesting)."""
+    depth = 0
+    try:
+        for event in yaml.parse(text, Loader=yaml.SafeLoader):
+            if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+                depth += 1
+                if depth > MAX_DEPTH:
+                    line = event.start_mark.line + 1 if event.start_mark else 0
+                    raise ProfileError(f"{source}:{line}: nested more than {MAX_DEPTH} levels deep",
+                                       "a profile nests a few levels (see the bundled profiles)")
+            elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+                depth -= 1
+    except yaml.YAMLError:
+        return  # reported with its line by _compose
+
+
+def _check_tree(node: yaml.Node, source: str) -> None:
+    """Refuse tags plain YAML does not resolve by itself, and trees that aliases blow up (a YAML bomb)."""
+    stack, seen = [node], 0
+    while stack:
+        current = stack.pop()
+        seen += 1
+        if seen > MAX_NODES:
+            raise ProfileError(f"{source}: more than {MAX_NODES} values once anchors and aliases are expanded",
+                               "a profile is small; remove the aliases (*name) that repeat large parts")
+        if current.tag not in _PLAIN_TAGS:
+            raise ProfileError(f"{source}:{current.start_mark.line + 1}: YAML tag {check.preview(current.tag, 40)} "
+                               "is not supported", "remove the tag (!...); profiles hold plain strings, numbers, "
+                               "lists and mappings")
+        if isinstance(current, yaml.MappingNode):
+            for key, value in current.value:
+                stack += [key, value]
+        elif isinstance(current, yaml.SequenceNode):
+            stack += current.value
 
 
 def _compose(text: str, source: str) -> yaml.Node:
+    _shape(text, source)
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
+    except RecursionError:
+        raise ProfileError(f"{source}: nested too deeply", "a profile nests a few levels") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = f":{mark.line + 1}" if mark else ""
@@ -313,6 +458,7 @@ def _compose(text: str, source: str) -> yaml.Node:
                            "check indentation and quoting near that line (YAML uses spaces, not tabs)") from None
     if node is None:
         raise ProfileError(f"{source}: the file is empty", "see the bundled profiles for examples (devenv profiles show local)")
+    _check_tree(node, source)
     return node
 
 
@@ -379,11 +525,46 @@ def _load(kind: str, name: str, parse: Callable):
             f"or see `devenv profiles list`",
         )
     path = files[name]
+    return parse(read_text(path), name, str(path))
+
+
+def read_text(path: Path) -> str:
+    """A profile's text: a regular file (never a FIFO or a device), at most MAX_FILE_BYTES, UTF-8."""
     try:
-        text = path.read_text()
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
     except OSError as exc:
         raise ProfileError(f"cannot read {path}: {exc.strerror}", "check the file's permissions") from None
-    return parse(text, name, str(path))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ProfileError(f"{path}: not a regular file (a FIFO, a device or a folder)",
+                               "a profile is a .yaml file; replace the link or pipe with the file itself")
+        data = os.read(fd, MAX_FILE_BYTES + 1)
+        while len(data) <= MAX_FILE_BYTES:
+            more = os.read(fd, MAX_FILE_BYTES + 1 - len(data))
+            if not more:
+                break
+            data += more
+    except OSError as exc:
+        raise ProfileError(f"cannot read {path}: {exc.strerror}", "check the file's permissions") from None
+    finally:
+        os.close(fd)
+    if len(data) > MAX_FILE_BYTES:
+        raise ProfileError(f"{path}: larger than {MAX_FILE_BYTES // 1024} KiB", "a profile is a small YAML file")
+    return decode(data, str(path))
+
+
+def decode(data: bytes, source: str) -> str:
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")) or (len(data) > 1 and b"\x00" in data[:2]):
+        raise ProfileError(f"{source}: the file is UTF-16, not UTF-8", "save it as UTF-8")
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data[:exc.start].count(b"\n") + 1
+        raise ProfileError(f"{source}:{line}: not UTF-8 text (byte {exc.start})", "save the file as UTF-8") from None
+    if "\0" in text:
+        line = text[:text.index("\0")].count("\n") + 1
+        raise ProfileError(f"{source}:{line}: holds a NUL character", "a profile is plain text") from None
+    return text
 
 
 def load_host(name: str) -> HostProfile:
@@ -400,11 +581,11 @@ def source_of(kind: str, name: str) -> Path | None:
 
 def validate_file(path: Path, kind: str | None = None) -> HostProfile | EnvProfile:
     """Validate one file; the kind comes from its folder (hosts/ or envs/) unless given."""
-    if not path.is_file():
+    if not path.exists():
         raise ProfileError(f"{path}: no such file", "give the path of a .yaml profile")
     kind = kind or (path.parent.name if path.parent.name in KINDS else None)
     if kind is None:
         raise ProfileError(f"{path}: cannot tell whether this is a host or an environment profile",
                            "put it under a hosts/ or envs/ folder, or pass --kind hosts|envs")
     parse = parse_host if kind == "hosts" else parse_env
-    return parse(path.read_text(), path.stem, str(path))
+    return parse(read_text(path), path.stem, str(path))

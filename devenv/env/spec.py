@@ -42,11 +42,18 @@ def owner() -> str:
 
 
 def container_name(owner_name: str, env_name: str) -> str:
-    return f"devenv-{owner_name}-{env_name}"
+    """A name no other (owner, env) pair can have: `-` joins parts that may hold `-` themselves (owner `a` + env
+    `b-c` and owner `a-b` + env `c` both read devenv-a-b-c), so a digest of the parts ends the name. Names are
+    for people; environments are found by their labels (owner, env, host), never by name."""
+    return f"devenv-{owner_name}-{env_name}-{_digest(owner_name, env_name)}"
 
 
 def volume_name(owner_name: str, env_name: str, role: str) -> str:
-    return f"devenv-{owner_name}-{env_name}-{role}"
+    return f"devenv-{owner_name}-{env_name}-{role}-{_digest(owner_name, env_name, role)}"
+
+
+def _digest(*parts: str) -> str:
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:8]
 
 
 def services(env: EnvProfile) -> list[str]:
@@ -148,10 +155,13 @@ class ContainerRequest:
 
 
 def container_request(spec: dict[str, Any], owner_name: str, host_name: str, version: str,
-                      any_port: set[str] = frozenset(), chosen_gpus: str | None = None) -> ContainerRequest:
+                      any_port: set[str] = frozenset(), chosen_gpus: str | None = None,
+                      volume_names: dict[str, str] | None = None) -> ContainerRequest:
     """The container for a spec; services in any_port get a free host port instead of the preferred one.
     chosen_gpus: the indices picked for a spec that asks for a count of free GPUs (gpus: free:N); recorded in
-    a label of its own, outside the spec hash, so a later `up` with other GPUs free still reattaches."""
+    a label of its own, outside the spec hash, so a later `up` with other GPUs free still reattaches.
+    volume_names: role -> the volume already made for it (found by its labels), else volume_name()."""
+    volume_names = volume_names or {}
     env_name = spec["env"]
     gpus = spec["gpus"]
     if str(gpus).startswith("free:"):
@@ -175,7 +185,8 @@ def container_request(spec: dict[str, Any], owner_name: str, host_name: str, ver
         labels=request_labels,
         environment=environment,
         ports={CONTAINER_PORTS[svc]: (None if svc in any_port else port) for svc, port in spec["ports"].items()},
-        volumes={volume_name(owner_name, env_name, role): path for role, path in spec["volumes"].items()},
+        volumes={volume_names.get(role) or volume_name(owner_name, env_name, role): path
+                 for role, path in spec["volumes"].items()},
         shm_size=spec["shm_size"],
         gpus=gpus,
         hostname=f"devenv-{env_name}"[:63],

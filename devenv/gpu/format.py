@@ -22,6 +22,17 @@ def power(gpu: GpuSample) -> str:
     return f"{num(gpu.power_w)} / {num(gpu.power_limit_w)} W"
 
 
+def mem_short(gpu: GpuSample) -> str:
+    """'78/140G': memory in 10 cells, for narrow terminals."""
+    def gib(v):
+        return NA if v is None else f"{v / 1024:.0f}" if v >= 10240 else f"{v / 1024:.1f}"
+    return f"{gib(gpu.mem_used_mib)}/{gib(gpu.mem_total_mib)}G"
+
+
+def power_short(gpu: GpuSample) -> str:
+    return f"{num(gpu.power_w)}/{num(gpu.power_limit_w)}W"
+
+
 def clock(gpu: GpuSample) -> str:
     return f"{num(gpu.sm_clock_mhz)} / {num(gpu.sm_clock_max_mhz)} MHz"
 

@@ -8,6 +8,7 @@ clock when a line arrived (epoch seconds): nvidia-smi's own clock may differ fro
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
@@ -195,6 +196,10 @@ class ProcessSample:
     gpu_uuid: str | None
     user: str | None = None
     container: str | None = None   # container id (12 hex) or name, when the cgroup tells
+    cpu_pct: float | None = None   # ps's %CPU: CPU time over the process's lifetime
+    rss_kib: int | None = None
+    runtime_s: int | None = None   # seconds since it started
+    command: str | None = None     # the full command line (ps args)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -230,10 +235,40 @@ def container_from_cgroup(lines: Iterable[str]) -> str | None:
 # The slow stream prints, every few seconds, one frame:
 #   @apps <exit code of nvidia-smi>
 #   <compute-apps CSV lines, or nvidia-smi's error>
-#   @user <pid> <user>            (from one `ps`)
+#   @ps <pid> <user> <%cpu> <rss KiB> <elapsed s> <args...>   (from one `ps`; @user <pid> <user> from an old loop)
 #   @cgroup <pid> <cgroup line>   (read from /proc/<pid>/cgroup by the shell, no process)
 #   @end
 APPS_BEGIN, APPS_END = "@apps", "@end"
+
+
+@dataclass(frozen=True)
+class HostStats:
+    """The host line: load, CPUs, memory, the disk that holds the workspaces; any field may be None (NA).
+    cpu_pct needs two frames (it is the busy share of the jiffies between them), so the sampler fills it in."""
+
+    load1: float | None = None
+    ncpu: int | None = None
+    mem_total_kib: int | None = None
+    mem_available_kib: int | None = None
+    disk_total_kib: int | None = None
+    disk_used_kib: int | None = None
+    disk_mount: str | None = None
+    cpu_jiffies: tuple[int, ...] = ()
+    cpu_pct: float | None = None
+
+    def to_dict(self) -> dict:
+        data = asdict(self)
+        data.pop("cpu_jiffies")
+        return data
+
+
+def cpu_busy_pct(before: tuple[int, ...], after: tuple[int, ...]) -> float | None:
+    """Busy share of /proc/stat's cpu jiffies between two readings (idle + iowait count as idle)."""
+    if len(before) < 5 or len(after) != len(before):
+        return None
+    total = sum(after) - sum(before)
+    idle = (after[3] + after[4]) - (before[3] + before[4])
+    return None if total <= 0 else max(0.0, min(100.0, 100.0 * (total - idle) / total))
 
 
 @dataclass(frozen=True)
@@ -242,6 +277,7 @@ class AppsFrame:
     processes: tuple[ProcessSample, ...]
     error: str | None = None     # nvidia-smi's message when it failed
     me: str | None = None        # the user the stream runs as (its @me line), to tell other users' processes
+    host: HostStats | None = None
 
 
 def parse_apps_frame(lines: list[str]) -> AppsFrame:
@@ -250,9 +286,20 @@ def parse_apps_frame(lines: list[str]) -> AppsFrame:
     code = _int(head[1]) if len(head) > 1 else None
     code = -1 if code is None else code
     csv_lines, users, cgroups = [], {}, {}
+    details: dict[int, tuple] = {}
     me = None
+    stats: dict = {}
     for line in lines[1:]:
-        if line.startswith("@user "):
+        if line.startswith(("@load ", "@mem ", "@cpu ", "@disk ")):
+            _host_line(line, stats)
+        elif line.startswith("@ps "):
+            parts = line.split(None, 6)
+            if len(parts) >= 6 and parts[1].isdigit():
+                pid = int(parts[1])
+                users[pid] = parts[2]
+                details[pid] = (_float(parts[3]), _int(parts[4]), _int(parts[5]),
+                                parts[6].strip() if len(parts) == 7 else None)
+        elif line.startswith("@user "):
             parts = line.split(None, 2)
             if len(parts) == 3 and parts[1].isdigit():
                 users[int(parts[1])] = parts[2].strip()
@@ -266,13 +313,31 @@ def parse_apps_frame(lines: list[str]) -> AppsFrame:
             csv_lines.append(line)
     if code != 0:
         message = "\n".join(line for line in csv_lines if line.strip()) or f"exit code {code}"
-        return AppsFrame(code, (), message, me)
+        return AppsFrame(code, (), message, me, HostStats(**stats) if stats else None)
     processes = tuple(
         ProcessSample(p.pid, p.name, p.used_mib, p.gpu_uuid, users.get(p.pid),
-                      container_from_cgroup(cgroups.get(p.pid, ())))
+                      container_from_cgroup(cgroups.get(p.pid, ())), *details.get(p.pid, ()))
         for p in parse_apps_csv("\n".join(csv_lines))
     )
-    return AppsFrame(0, processes, None, me)
+    return AppsFrame(0, processes, None, me, HostStats(**stats) if stats else None)
+
+
+def _host_line(line: str, stats: dict) -> None:
+    head, *words = line.split()
+    if head == "@load" and words:
+        stats["load1"] = _float(words[0])
+        if len(words) > 3:
+            stats["ncpu"] = _int(words[3])
+    elif head == "@mem" and len(words) >= 2:
+        key = {"MemTotal:": "mem_total_kib", "MemAvailable:": "mem_available_kib"}.get(words[0])
+        if key:
+            stats[key] = _int(words[1])
+    elif head == "@cpu":
+        jiffies = [_int(w) for w in words]
+        stats["cpu_jiffies"] = tuple(j for j in jiffies if j is not None)
+    elif head == "@disk" and len(words) >= 4:
+        stats["disk_total_kib"], stats["disk_used_kib"] = _int(words[0]), _int(words[1])
+        stats["disk_mount"] = " ".join(words[3:])
 
 
 # --- history --------------------------------------------------------------------------------------------
@@ -314,10 +379,64 @@ class GpuHistory:
                 return point
         return None
 
-    def series(self, metric: str, width: int | None = None) -> list[float | None]:
-        """Values of one metric, oldest first; None at a gap (and for NA). The newest `width` points."""
-        values = [p.metric(metric) if isinstance(p, GpuSample) else None for p in self.points]
-        return values[-width:] if width else values
+    def series(self, metric: str, width: int, now: float | None = None, step: float | None = None,
+               ) -> list[float | None]:
+        """The metric on a time axis: `width` cells of `step` seconds, the last one ending at `now`."""
+        return time_series(tuple(self.points), metric, width, now, step)
+
+
+def sample_step(points: tuple) -> float:
+    """The usual time between samples (the median spacing; 1 s when there are too few to tell)."""
+    times = [p.t for p in points if isinstance(p, GpuSample)]
+    diffs = sorted(b - a for a, b in zip(times, times[1:]) if b > a)
+    return min(60.0, max(0.1, diffs[len(diffs) // 2])) if diffs else 1.0
+
+
+def time_series(points: tuple, metric: str, width: int, now: float | None = None, step: float | None = None,
+                ) -> list[float | None]:
+    """Values of one metric in `width` cells of `step` seconds each, oldest first, the last ending at `now`
+    (default: the newest sample). A cell holds the mean of its samples; an empty cell between two samples no
+    further apart than 2.5 steps carries the one before (sampling jitter), anything longer is a gap (None),
+    as is a cell inside a recorded Gap. So a 31 s gap is 31 cells wide, not one dot."""
+    if width <= 0:
+        return []
+    samples = [p for p in points if isinstance(p, GpuSample)]
+    gaps = [p for p in points if isinstance(p, Gap)]
+    if not samples:
+        return [None] * width
+    step = step or sample_step(points)
+    end = now if now is not None else samples[-1].t + step / 2
+    start = end - width * step
+    cells: list[list[float]] = [[] for _ in range(width)]
+    seen = [False] * width
+    for sample in samples:
+        i = int((sample.t - start) // step)
+        if 0 <= i < width:
+            seen[i] = True
+            value = sample.metric(metric)
+            if value is not None:
+                cells[i].append(value)
+    times = [p.t for p in samples]
+    out: list[float | None] = []
+    previous: float | None = None
+    j = bisect_left(times, start)  # samples before the window, for the first cells' carry
+    before = samples[j - 1] if j else None
+    previous = before.metric(metric) if before is not None else None
+    for i in range(width):
+        lo, hi = start + i * step, start + (i + 1) * step
+        if seen[i]:
+            value = sum(cells[i]) / len(cells[i]) if cells[i] else None
+        else:
+            k = bisect_left(times, lo)
+            prev_t = times[k - 1] if k else None
+            next_t = times[k] if k < len(times) else None
+            held = prev_t is not None and (next_t if next_t is not None else end) - prev_t <= 2.5 * step
+            value = previous if held else None
+        if any(g.start < hi and (g.end if g.end is not None else end) > lo for g in gaps) and not seen[i]:
+            value = None
+        out.append(value)
+        previous = value if (seen[i] or value is not None) else None
+    return out
 
 
 SPARK_BLOCKS = "▁▂▃▄▅▆▇█"
@@ -341,8 +460,8 @@ def sparkline(values: list[float | None], lo: float = 0.0, hi: float | None = No
 
 __all__ = [
     "GPU_FIELDS", "APP_FIELDS", "FIELD_ALIASES", "THROTTLE_REASONS", "SLOWDOWN_REASONS", "NA_VALUES",
-    "GpuSample", "ProcessSample", "AppsFrame", "Gap", "GpuHistory",
+    "GpuSample", "ProcessSample", "AppsFrame", "HostStats", "cpu_busy_pct", "Gap", "GpuHistory",
     "gpu_query_command", "apps_query_command", "invalid_field", "decode_throttle",
     "parse_gpu_line", "parse_gpu_csv", "parse_apps_csv", "parse_apps_frame", "container_from_cgroup",
-    "sparkline", "APPS_BEGIN", "APPS_END", "SPARK_GAP",
+    "sparkline", "time_series", "sample_step", "APPS_BEGIN", "APPS_END", "SPARK_GAP",
 ]

@@ -17,12 +17,10 @@ import socket
 import sys
 from pathlib import Path
 
-import paramiko
-import paramiko.agent
-
 from devenv.errors import ConnectError
 from devenv.remote.hostkeys import short_type
 from devenv.remote.sshconfig import DEFAULT_IDENTITIES, ResolvedTarget, local_home
+from devenv.remote.sshlib import paramiko
 
 
 def authenticate(transport: paramiko.Transport, target: ResolvedTarget) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 DEFAULT_TIMEOUT = 60.0
@@ -16,6 +16,9 @@ class Result:
     stdout: str
     stderr: str
     exit_code: int
+    # seconds from starting the command until its shell ran the first line (one round trip plus the remote
+    # shell's start-up, ~/.bashrc included); None where the connection cannot tell
+    startup_s: float | None = field(default=None, compare=False)
 
     @property
     def ok(self) -> bool:

@@ -14,7 +14,7 @@ import shlex
 import threading
 import time
 
-import paramiko
+from devenv.remote.sshlib import paramiko
 
 PGID_TAG = b"devenv-pgid:"
 _CHUNK = 65536
@@ -40,8 +40,10 @@ def stop_script(pgid: int) -> str:
 
 
 class ChannelIO:
-    def __init__(self, channel: paramiko.Channel):
+    def __init__(self, channel: paramiko.Channel, started: float | None = None):
         self.channel = channel
+        self.started = started if started is not None else time.monotonic()  # when the command was sent
+        self.startup_s: float | None = None  # from started until the tag line came back
         self.stdout = bytearray()
         self.stderr = bytearray()
         self.pgid: int | None = None
@@ -84,6 +86,7 @@ class ChannelIO:
         first, rest = bytes(self._head).split(b"\n", 1)
         if first.startswith(PGID_TAG) and first[len(PGID_TAG):].isdigit():
             self.pgid = int(first[len(PGID_TAG):])
+            self.startup_s = time.monotonic() - self.started
             self.stderr += rest
         else:
             self.stderr += self._head

@@ -22,12 +22,11 @@ import threading
 import time
 from dataclasses import replace
 
-import paramiko
-
 from devenv.errors import ConnectError, DevenvError
 from devenv.remote import hostkeys, keepalive
 from devenv.remote.auth import authenticate
 from devenv.remote.sshconfig import ResolvedTarget
+from devenv.remote.sshlib import paramiko
 
 _NETWORK_ERRORS = (OSError, EOFError, paramiko.SSHException)
 HANDSHAKE_TIMEOUT = 60.0   # key exchange + authentication, after the banner (OpenSSH has none; we want an end)

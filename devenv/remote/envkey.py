@@ -16,8 +16,8 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from devenv.config import paths
-from devenv.errors import DevenvError
+from devenv.config import paths, validate
+from devenv.errors import BadInput, DevenvError
 
 
 @dataclass(frozen=True)
@@ -36,14 +36,27 @@ def default_key_path() -> Path:
     return paths.config_dir() / "ssh" / "id_ed25519"
 
 
-def ensure_key() -> EnvKey:
+def chosen_key() -> tuple[Path, Path] | None:
+    """$DEVENV_SSH_KEY's (private, public) paths, checked: a bad value is bad input, found before connecting."""
     chosen = os.environ.get("DEVENV_SSH_KEY")
+    if not chosen:
+        return None
+    problem = validate.path_problem(chosen)
+    if problem:
+        raise BadInput(f"DEVENV_SSH_KEY {validate.preview(chosen)} {problem}",
+                       "point DEVENV_SSH_KEY at a private key whose .pub is next to it, or unset it")
+    private = Path(chosen).expanduser()
+    public = private.with_name(private.name + ".pub")
+    if not private.is_file() or not public.is_file():
+        raise BadInput(f"DEVENV_SSH_KEY={chosen}: need both {private} and {public}",
+                       "point DEVENV_SSH_KEY at a private key whose .pub is next to it, or unset it")
+    return private, public
+
+
+def ensure_key() -> EnvKey:
+    chosen = chosen_key()
     if chosen:
-        private = Path(chosen).expanduser()
-        public = private.with_name(private.name + ".pub")
-        if not private.is_file() or not public.is_file():
-            raise DevenvError(f"DEVENV_SSH_KEY={chosen}: need both {private} and {public}",
-                              "point DEVENV_SSH_KEY at a private key whose .pub is next to it, or unset it")
+        private, public = chosen
         return EnvKey(private, _public_line(public))
     private = default_key_path()
     public = private.with_name(private.name + ".pub")
@@ -53,10 +66,17 @@ def ensure_key() -> EnvKey:
 
 
 def _public_line(path: Path) -> str:
-    line = path.read_text().strip()
+    with open(path, "rb") as f:
+        line = f.read(64 * 1024).decode("utf-8", "replace").strip()
     parts = line.split()
-    if len(parts) < 2 or not parts[0].startswith(("ssh-", "ecdsa-", "sk-")):
-        raise DevenvError(f"{path} is not an OpenSSH public key", "regenerate it with ssh-keygen")
+    if (len(parts) < 2 or not parts[0].startswith(("ssh-", "ecdsa-", "sk-")) or "\n" in line
+            or validate.text_problem(line)):
+        raise BadInput(f"{path} is not an OpenSSH public key (one line)", "regenerate it with ssh-keygen")
+    try:
+        base64.b64decode(parts[1], validate=True)
+    except ValueError:
+        raise BadInput(f"{path} is not an OpenSSH public key (its key is not base64)",
+                       "regenerate it with ssh-keygen") from None
     return line
 
 

@@ -27,10 +27,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import paramiko
-
 from devenv.config import paths
 from devenv.errors import HostKeyError
+from devenv.remote.sshlib import paramiko
 
 _write_lock = threading.Lock()
 _KRL_MAGIC = b"SSHKRL\n\0"

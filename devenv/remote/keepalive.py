@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 import time
 
-import paramiko
+from devenv.remote.sshlib import paramiko
 
 
 def watch(transport: paramiko.Transport, interval: float, count_max: int = 3) -> threading.Thread:

@@ -14,17 +14,27 @@ import re
 import shlex
 from pathlib import Path
 
-from devenv.config import paths
+from devenv.config import paths, validate
 from devenv.config.profiles import HostProfile
+from devenv.errors import BadInput, DevenvError
 
 _ALIAS_SAFE = re.compile(r"[^A-Za-z0-9._-]")
+_KEY_TYPE = re.compile(r"(?:ssh|ecdsa|sk)-[A-Za-z0-9@.+-]{1,64}")
+_BASE64 = re.compile(r"[A-Za-z0-9+/]{16,16384}={0,2}")
 
 
 def host_options(host: HostProfile) -> list[str]:
-    """Options and destination for `ssh` to the host itself (append -W, -L, -N or a command)."""
+    """Options, `--` and the destination for `ssh` to the host itself (append a command after it)."""
+    options, destination = host_argv(host)
+    return [*options, "--", destination]
+
+
+def host_argv(host: HostProfile) -> tuple[list[str], str]:
+    """(options, destination) for `ssh` to the host: every value checked, none can be read as an option."""
     if host.ssh is None:
         raise ValueError(f"host {host.name} is local: no ssh needed")
     target = host.ssh
+    _check_target(host)
     argv: list[str] = []
     if os.environ.get("DEVENV_SSH_CONFIG"):
         argv += ["-F", str(paths.ssh_config_path())]
@@ -41,8 +51,27 @@ def host_options(host: HostProfile) -> list[str]:
         argv += ["-i", str(Path(target.identity_file).expanduser())]
     if target.proxy_jump:
         argv += ["-J", ",".join(target.proxy_jump)]
-    argv.append(target.alias or target.hostname)
-    return argv
+    return argv, str(target.alias or target.hostname)
+
+
+def _check_target(host: HostProfile) -> None:
+    """The profile boundary checks these too; here they hold for every HostProfile, however it was made."""
+    target = host.ssh
+    assert target is not None
+    checks = [("ssh.alias", target.alias, validate.alias_problem),
+              ("ssh.hostname", target.hostname, validate.hostname_problem),
+              ("ssh.user", target.user, validate.user_problem),
+              ("ssh.identity_file", target.identity_file, validate.path_problem)]
+    checks += [("ssh.proxy_jump", hop, validate.option_problem) for hop in target.proxy_jump]
+    for where, value, problem_of in checks:
+        problem = problem_of(value) if value is not None else None
+        if problem is None and value is not None and where == "ssh.proxy_jump" and "," in value:
+            problem = "holds ','"
+        if problem:
+            raise BadInput(f"{host.source}: field '{where}' {validate.preview(value)} {problem}",
+                           "fix the host profile; nothing was run")
+    if not (target.alias or target.hostname):
+        raise BadInput(f"{host.source}: the host has neither ssh.alias nor ssh.hostname", "fix the host profile")
 
 
 def env_alias(host_name: str, env_name: str) -> str:
@@ -51,30 +80,44 @@ def env_alias(host_name: str, env_name: str) -> str:
 
 def known_hosts_line(alias: str, host_key: str) -> str:
     """A known_hosts line for the environment's sshd under its HostKeyAlias ("ssh-ed25519 AAAA...")."""
-    key_type, blob = host_key.split()[:2]
-    return f"{alias} {key_type} {blob}"
+    parts = host_key.split()
+    if len(parts) < 2 or not _KEY_TYPE.fullmatch(parts[0]) or not _BASE64.fullmatch(parts[1]):
+        raise DevenvError(f"the environment's sshd host key for {alias} is not an OpenSSH public key",
+                       "recreate the environment (devenv down, then devenv up)")
+    return f"{_config_value(alias)} {parts[0]} {parts[1]}"
 
 
 def env_config_entry(alias: str, host: HostProfile, port: int, identity_file: Path, known_hosts: Path,
                      ssh_binary: str = "ssh") -> str:
     """An ssh_config block reaching the environment: through the host (ProxyCommand ssh -W) unless local."""
+    if not 0 < int(port) < 65536:
+        raise BadInput(f"port {port} of {alias} is not a TCP port", "recreate the environment")
     lines = [
-        f"Host {alias}",
+        f"Host {_config_value(alias)}",
         "  HostName 127.0.0.1",
-        f"  Port {port}",
+        f"  Port {int(port)}",
         "  User root",
         f"  IdentityFile {_config_quote(str(identity_file))}",
         "  IdentitiesOnly yes",
-        f"  HostKeyAlias {alias}",
+        f"  HostKeyAlias {_config_value(alias)}",
         f"  UserKnownHostsFile {_config_quote(str(known_hosts))}",
         "  StrictHostKeyChecking yes",
         "  ServerAliveInterval 30",
     ]
     if not host.local:
-        proxy = " ".join(shlex.quote(a) for a in [ssh_binary, *host_options(host)[:-1], "-W", "%h:%p",
-                                                   host_options(host)[-1]])
-        lines.append(f"  ProxyCommand {proxy}")
+        options, destination = host_argv(host)
+        # ssh expands %-tokens in ProxyCommand: every value but the -W target has its '%' doubled.
+        words = [_proxy_word(a) for a in [ssh_binary, *options]] + ["-W", "%h:%p", "--", _proxy_word(destination)]
+        lines.append(f"  ProxyCommand {' '.join(words)}")
     return "\n".join(lines) + "\n"
+
+
+def _proxy_word(value: str) -> str:
+    problem = validate.text_problem(value)
+    if problem:
+        raise BadInput(f"a value for the ssh config {problem}: {validate.preview(value)}",
+                       "fix the host profile (or the path) it came from")
+    return shlex.quote(value).replace("%", "%%")
 
 
 def replace_block(config_text: str, alias: str, block: str) -> str:
@@ -97,4 +140,17 @@ def replace_known_host(known_hosts_text: str, alias: str, line: str) -> str:
 
 
 def _config_quote(value: str) -> str:
-    return f'"{value}"' if " " in value else value
+    """A path as one ssh_config argument: quoted when it has blanks; a quote or a control character is refused
+    (ssh_config has no escape for them, and a newline would start a line of its own)."""
+    value = _config_value(value, allow_blank=True)
+    return f'"{value}"' if any(c in value for c in " \t#=") else value
+
+
+def _config_value(value: str, allow_blank: bool = False) -> str:
+    problem = validate.text_problem(value) or ('holds a double quote' if '"' in value else None)
+    if problem is None and not allow_blank and (not value or any(c in value for c in ' \t#="\'')):
+        problem = "holds a blank, '#', '=' or a quote"
+    if problem:
+        raise BadInput(f"a value for devenv's ssh config {problem}: {validate.preview(value)}",
+                       "fix the profile, path or environment variable it came from; nothing was written")
+    return value

@@ -13,10 +13,9 @@ import socket
 import threading
 from collections.abc import Callable
 
-import paramiko
-
 from devenv.errors import DevenvError
 from devenv.remote.base import Connection
+from devenv.remote.sshlib import paramiko
 from devenv.remote.tunnels import Forward, _pump, no_delay, transport_of
 
 

@@ -19,13 +19,12 @@ from collections.abc import Iterator
 from dataclasses import replace
 from shlex import quote
 
-import paramiko
-
 from devenv.errors import CommandFailed, CommandTimeout, ConnectError, DevenvError
 from devenv.remote import dial
 from devenv.remote.base import DEFAULT_TIMEOUT, Result
 from devenv.remote.channel_io import ChannelIO, stop_script, wrap_command
 from devenv.remote.sshconfig import ResolvedTarget, resolve
+from devenv.remote.sshlib import paramiko
 
 log = logging.getLogger(__name__)  # under "devenv": `devenv -v` / DEVENV_DEBUG=1 show it (cli.setup_logging)
 
@@ -119,7 +118,7 @@ class SSHConnection:
                     self._stop(io)
                 io.channel.close()
         result = Result(command, io.stdout.decode(errors="replace"), io.stderr_text(),
-                        io.exit_code())
+                        io.exit_code(), io.startup_s)
         log.debug("%s: exit %s in %.3f s: %s", self.name, result.exit_code, time.monotonic() - started,
                   command.strip().splitlines()[0][:160] if command.strip() else "")  # never secrets: stdin isn't shown
         if check and not result.ok:
@@ -217,8 +216,9 @@ class SSHConnection:
             try:
                 with self._opening:
                     channel = transport.open_session(timeout=self.resolved.connect_timeout)
+                sent = time.monotonic()
                 channel.exec_command(script)
-                return ChannelIO(channel)
+                return ChannelIO(channel, sent)
             except _CHANNEL_ERRORS as e:
                 if not transport.is_active():
                     raise self._lost(command) from None

@@ -1,28 +1,37 @@
 """Local port forwards to a host (L1): the user's OpenSSH client when installed, paramiko otherwise.
 
-OpenSSH carries the data (`ssh -N -L`, its own process): a plain paramiko forward is Python copying every
-byte (measured 50-90 MB/s against ~430 MB/s for `ssh -L`). The paramiko fallback reuses devenv's open,
-verified connection. Either way local ports listen on 127.0.0.1 only; a taken preferred port is replaced by
-a free one.
+OpenSSH carries the data: one `ssh -M -N` ControlMaster per host, each tunnel a forward added to it with
+`ssh -O forward` (a plain paramiko forward is Python copying every byte: measured 50-90 MB/s against ~430 MB/s
+for `ssh -L`). The paramiko fallback reuses devenv's open, verified connection. Either way local ports
+listen on 127.0.0.1 only; a taken preferred port is replaced by a free one.
 """
 
 from __future__ import annotations
 
+import atexit
+import hashlib
 import os
+import re
 import select
 import shutil
 import socket
+import stat
 import subprocess
+import tempfile
 import threading
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
+from devenv.config import paths
 from devenv.config.profiles import HostProfile
 from devenv.errors import ConnectError, DevenvError
 from devenv.remote import openssh
 from devenv.remote.base import Connection
 
 READY_TIMEOUT = 20.0
+_ALIAS_SAFE = re.compile(r"[^A-Za-z0-9._-]")
+_SOCKET_PATH_MAX = 100  # sun_path is 108 bytes on Linux (104 on macOS); room for the socket's name
 
 
 @dataclass(frozen=True)
@@ -64,43 +73,64 @@ def choose_local_port(preferred: int | None) -> int:
     return free_port()
 
 
-class OpenSSHTunnel:
-    """`ssh -N -L ...` as a child process; the forwards are up once every local port accepts."""
+class ControlMaster:
+    """One `ssh -M -N` per host for this process: every OpenSSH tunnel to the host is a forward added to it
+    (`ssh -O forward`) and removed from it (`ssh -O cancel`), so N tunnels cost one login, not N.
 
-    kind = "openssh"
+    The control socket lives in a private 0700 directory under devenv's state dir (a short one under the
+    temp dir if that path is too long for a socket), named by the host, not by ssh's tokens. The master runs
+    in its own session, dies with devenv (PR_SET_PDEATHSIG) and is closed by close_masters() at exit. It
+    binds nothing itself; each forward binds 127.0.0.1 only. Its stderr goes to a file (a pipe nobody reads
+    would fill and stall it), quoted when it fails."""
 
-    def __init__(self, host: HostProfile, forwards: list[Forward], ssh_binary: str):
+    def __init__(self, host: HostProfile, ssh_binary: str):
         self.host = host
-        self.forwards = forwards
-        argv = [ssh_binary, "-N", "-o", "ExitOnForwardFailure=yes", "-o", "BatchMode=yes",
-                "-o", "ServerAliveInterval=15", "-o", "ServerAliveCountMax=3"]
-        for f in forwards:
-            argv += ["-L", f"127.0.0.1:{f.local_port}:{f.remote_host}:{f.remote_port}"]
-        argv += openssh.host_options(host)
-        self.argv = argv
+        self.ssh = ssh_binary
+        self.dir = _control_dir()
+        self.path = str(self.dir / f"{_ALIAS_SAFE.sub('-', host.name)[:40]}.sock")
+        self._log = open(self.dir / f"{_ALIAS_SAFE.sub('-', host.name)[:40]}.log", "w+b")  # noqa: SIM115
+        options = openssh.host_options(host)
+        self.argv = [ssh_binary, "-M", "-N", "-S", self.path, "-o", "ControlPersist=no",
+                     "-o", "ExitOnForwardFailure=yes", "-o", "BatchMode=yes",
+                     "-o", "ServerAliveInterval=15", "-o", "ServerAliveCountMax=3", *options]
+        self._client = [ssh_binary, "-S", self.path, "-o", "ControlMaster=no", *options]
         # Own session: a Ctrl-C meant for devenv reaches ssh only through close(), after devenv is done;
         # and should devenv die without closing it, the kernel ends ssh too (no stray forwarder).
-        self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.PIPE, start_new_session=True, preexec_fn=_die_with_parent)
-        self._wait_ready()
+        self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                     stderr=self._log, start_new_session=True, preexec_fn=_die_with_parent)
+        self._ready = False
+        self._lock = threading.Lock()
 
-    def _wait_ready(self) -> None:
-        deadline = time.monotonic() + READY_TIMEOUT
-        pending = list(self.forwards)
-        while pending:
+    def wait_ready(self, timeout: float = READY_TIMEOUT) -> None:
+        """Until the master is logged in (its control socket answers); ConnectError if it exits first."""
+        if self._ready:
+            return
+        deadline = time.monotonic() + timeout
+        while not os.path.exists(self.path):
             if self.proc.poll() is not None:
-                err = self.proc.stderr.read().decode(errors="replace").strip()
-                raise ConnectError(f"ssh could not open the tunnel to {self.host.name}: "
-                                   f"{err.splitlines()[-1] if err else f'exit code {self.proc.returncode}'}",
+                raise ConnectError(f"ssh could not connect to {self.host.name} for the tunnels: {self._error()}",
                                    "check `ssh` to the host by hand, and AllowTcpForwarding on its sshd")
             if time.monotonic() > deadline:
                 self.close()
-                raise ConnectError(f"the tunnel to {self.host.name} did not open within {READY_TIMEOUT:.0f} s",
+                raise ConnectError(f"the tunnel to {self.host.name} did not open within {timeout:.0f} s",
                                    "the host may be slow to answer; try again")
-            if _accepts(pending[0].local_port):
-                pending.pop(0)
-            else:
-                time.sleep(0.05)
+            time.sleep(0.02)
+        self._ready = True
+
+    def forward(self, f: Forward, cancel: bool = False) -> None:
+        """Add (or cancel) one local forward on the master."""
+        self.wait_ready()
+        spec = f"127.0.0.1:{f.local_port}:{f.remote_host}:{f.remote_port}"
+        with self._lock:
+            # _client ends in "--", destination: the control command goes before them
+            done = subprocess.run([*self._client[:-2], "-O", "cancel" if cancel else "forward", "-L", spec,
+                                   *self._client[-2:]], stdin=subprocess.DEVNULL, capture_output=True,
+                                  timeout=READY_TIMEOUT)
+        if done.returncode != 0 and not cancel:
+            why = done.stderr.decode(errors="replace").strip().splitlines()
+            raise ConnectError(f"ssh could not open the tunnel {f.name} to {self.host.name}: "
+                               f"{why[-1] if why else f'exit code {done.returncode}'}",
+                               f"is 127.0.0.1:{f.local_port} free here? check AllowTcpForwarding on the host's sshd")
 
     def alive(self) -> bool:
         return self.proc.poll() is None
@@ -113,8 +143,104 @@ class OpenSSHTunnel:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
-        if self.proc.stderr:
-            self.proc.stderr.close()
+        self._log.close()
+        for leftover in (self.path, self._log.name):
+            try:
+                os.unlink(leftover)
+            except OSError:
+                pass
+
+    def _error(self) -> str:
+        self._log.flush()
+        self._log.seek(0)
+        lines = self._log.read().decode(errors="replace").strip().splitlines()
+        return lines[-1] if lines else f"exit code {self.proc.returncode}"
+
+
+_masters: dict[str, ControlMaster] = {}
+_masters_lock = threading.Lock()
+
+
+def control_master(host: HostProfile, ssh_binary: str | None = None) -> ControlMaster:
+    """The live master for host, started now if there is none (it logs in in the background: call this
+    early, and the login overlaps the work before the first forward)."""
+    with _masters_lock:
+        master = _masters.get(host.name)
+        if master is None or not master.alive():
+            if master is not None:
+                master.close()
+            binary = ssh_binary or shutil.which("ssh")
+            if binary is None:
+                raise DevenvError("`ssh` is not installed", "install openssh-client")
+            master = _masters[host.name] = ControlMaster(host, binary)
+        return master
+
+
+def close_masters() -> None:
+    with _masters_lock:
+        masters = list(_masters.values())
+        _masters.clear()
+    for master in masters:
+        master.close()
+
+
+atexit.register(close_masters)
+
+
+def prestart_tunnels(host: HostProfile) -> None:
+    """Start the host's OpenSSH master now (no wait) where tunnels will go through OpenSSH."""
+    if host.ssh is not None and os.environ.get("DEVENV_TUNNEL", "auto") != "paramiko" and shutil.which("ssh"):
+        control_master(host)
+
+
+class OpenSSHTunnel:
+    """Forwards carried by OpenSSH, through the host's one ControlMaster; up once every local port accepts.
+    A master that died (network lost, killed) makes alive() false: a dead tunnel is an error, never silent."""
+
+    kind = "openssh"
+
+    def __init__(self, host: HostProfile, forwards: list[Forward], ssh_binary: str):
+        self.host = host
+        self.forwards = forwards
+        self.master = control_master(host, ssh_binary)
+        self.argv = self.master.argv
+        self._added: list[Forward] = []
+        try:
+            for f in forwards:
+                self.master.forward(f)
+                self._added.append(f)
+            self._wait_ready()
+        except BaseException:
+            self.close()
+            raise
+
+    def _wait_ready(self) -> None:
+        deadline = time.monotonic() + READY_TIMEOUT
+        pending = list(self.forwards)
+        while pending:
+            if not self.master.alive():
+                raise ConnectError(f"ssh could not open the tunnel to {self.host.name}: {self.master._error()}",
+                                   "check `ssh` to the host by hand, and AllowTcpForwarding on its sshd")
+            if time.monotonic() > deadline:
+                raise ConnectError(f"the tunnel to {self.host.name} did not open within {READY_TIMEOUT:.0f} s",
+                                   "the host may be slow to answer; try again")
+            if _accepts(pending[0].local_port):
+                pending.pop(0)
+            else:
+                time.sleep(0.05)
+
+    def alive(self) -> bool:
+        return self.master.alive()
+
+    def close(self) -> None:
+        """Cancel this tunnel's forwards; the master stays for the process's other tunnels to the host."""
+        added, self._added = self._added, []
+        if self.master.alive():
+            for f in added:
+                try:
+                    self.master.forward(f, cancel=True)
+                except (OSError, subprocess.SubprocessError):
+                    pass  # the master is going away; its forwards go with it
 
 
 class ParamikoTunnel:
@@ -176,6 +302,29 @@ def open_tunnel(host: HostProfile, conn: Connection, forwards: list[Forward], pr
     if choice == "openssh":
         raise DevenvError("DEVENV_TUNNEL=openssh but `ssh` is not installed", "install openssh-client")
     return ParamikoTunnel(conn, forwards)
+
+
+def control_dir_path() -> Path:
+    """Where this DEVENV_HOME's control sockets go: the state dir, or (a path too long for a socket) a
+    directory in the temp dir named by the user and a hash of the state dir."""
+    preferred = paths.state_dir() / "ssh"
+    if len(str(preferred)) + 46 <= _SOCKET_PATH_MAX:
+        return preferred
+    digest = hashlib.sha256(str(preferred).encode()).hexdigest()[:16]
+    return Path(tempfile.gettempdir()) / f"devenv-ssh-{os.geteuid()}-{digest}"
+
+
+def _control_dir() -> Path:
+    """The control socket directory, made private (0700); one in the shared temp dir must be a real
+    directory of ours, never a link or someone else's (a squatted name is refused)."""
+    path = control_dir_path()
+    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    info = os.lstat(path)
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid():
+        raise DevenvError(f"{path} is not a directory of yours: refusing to put SSH control sockets there",
+                          "remove it, or set DEVENV_HOME to a shorter path")
+    os.chmod(path, 0o700)
+    return path
 
 
 def no_delay(sock) -> None:

@@ -14,6 +14,10 @@ from __future__ import annotations
 
 import os
 
+# isort: off
+# docker imports paramiko (for ssh:// hosts): let it find the one imported without invoke (remote.sshlib)
+from devenv.remote import sshlib as _sshlib  # noqa: F401
+# isort: on
 import docker
 import docker.constants
 import urllib3

@@ -16,6 +16,10 @@ import tarfile
 import time
 from collections.abc import Callable, Iterator
 
+# isort: off
+# docker imports paramiko (for ssh:// hosts): let it find the one imported without invoke (remote.sshlib)
+from devenv.remote import sshlib as _sshlib  # noqa: F401
+# isort: on
 import docker
 import docker.errors
 import requests
@@ -326,12 +330,30 @@ class DockerRuntime:
             raise self._lost(f"running {argv[0]}", exc) from None
 
         def chunks_as_pairs():
-            for chunk in chunks:
-                yield (chunk, None) if tty else chunk
+            try:
+                for chunk in chunks:
+                    yield (chunk, None) if tty else chunk
+            except _NETWORK_ERRORS as exc:
+                raise self._lost_exec(argv, exec_id, container, exc) from None
 
         def exit_code() -> int:
-            code = self._call(self.api.exec_inspect, exec_id).get("ExitCode")
-            return code if code is not None else -1
+            # The stream ends at the command's end, or when the connection drops: the exec's own state tells.
+            try:
+                state = self.api.exec_inspect(exec_id)
+                for _ in range(10):  # the stream may close a moment before the daemon records the exit
+                    if not state.get("Running") and state.get("ExitCode") is not None:
+                        break
+                    time.sleep(0.2)
+                    state = self.api.exec_inspect(exec_id)
+            except _NETWORK_ERRORS as exc:
+                raise self._lost_exec(argv, exec_id, container, exc) from None
+            except docker.errors.APIError as exc:
+                raise DevenvError(f"cannot read the exit code of {argv[0]} on {self.host}: {_explain(exc)}",
+                                  None) from None
+            code = state.get("ExitCode")
+            if state.get("Running") or code is None:
+                raise self._lost_exec(argv, exec_id, container, None, still_running=bool(state.get("Running")))
+            return code
 
         return chunks_as_pairs(), exit_code
 
@@ -350,6 +372,12 @@ class DockerRuntime:
                     yield line.decode(errors="replace")
             if pending:
                 yield pending.decode(errors="replace")
+            # A followed log ends when the container stops, or when the connection drops: tell them apart.
+            info = self.find(container)
+            if info is not None and info.state == "running":
+                raise ConnectError(f"the connection to {self.host} was lost while following the log "
+                                   "(the environment is still running)",
+                                   "run `devenv logs HOST -f` again to keep following it")
         except docker.errors.NotFound:
             raise DevenvError(f"the environment's container is gone from {self.host}",
                               "see `devenv status HOST`; `devenv up HOST` makes it again") from None
@@ -377,6 +405,23 @@ class DockerRuntime:
         finally:
             _log.debug("%s: docker %s in %.3f s", self.host, getattr(fn, "__name__", "call"),
                        time.monotonic() - started)
+
+    def _lost_exec(self, argv: list[str], exec_id: str, container: str, exc: BaseException | None,
+                   still_running: bool | None = None) -> ConnectError:
+        """A lost connection during `exec`: whether the command still runs, and how to see or stop it."""
+        if still_running is None:
+            try:
+                still_running = bool(self.api.exec_inspect(exec_id).get("Running"))
+            except Exception:  # the connection is gone: we cannot know, and say so
+                still_running = None
+        command = " ".join(argv)[:60]
+        state = {True: "it is still running in the environment",
+                 False: "it is no longer running in the environment",
+                 None: "it may still be running in the environment (the host cannot be asked now)"}[still_running]
+        why = f": {exc}" if exc is not None and str(exc) else ""
+        return ConnectError(f"the connection to {self.host} was lost while `{command}` ran{why}; {state}",
+                            f"see it with `devenv exec HOST -- ps -ef` (container {container[:12]}); stop it with "
+                            f"`devenv exec HOST -- pkill -f {argv[0]}`; its output from now on is not kept")
 
     def _lost(self, what: str, exc: BaseException) -> ConnectError:
         why = str(exc) or type(exc).__name__

@@ -12,10 +12,11 @@ from __future__ import annotations
 import json
 import shlex
 from collections.abc import Iterator
+from typing import Any, cast
 
 from devenv.config.profiles import HostProfile
 from devenv.errors import CommandFailed, DevenvError
-from devenv.remote.base import Connection
+from devenv.remote.base import Connection, Result
 
 ROOT = "~/.devenv/envs"
 WORKSPACES = "~/devenv-workspaces"
@@ -115,7 +116,7 @@ class HostRuntime:
 
     # --- facts -----------------------------------------------------------------------------------------
 
-    def python_facts(self) -> dict:
+    def python_facts(self) -> dict[str, Any]:
         """{"python": version, "jupyterlab": version or None} of the profile's python on the host."""
         script = ("import json, sys\ntry:\n import jupyterlab; jl = jupyterlab.__version__\n"
                   "except Exception:\n jl = None\n"
@@ -126,13 +127,13 @@ class HostRuntime:
                               f"{(result.stderr or result.stdout).strip().splitlines()[-1:] or ['no output']}",
                               "set `python:` in the host profile to a python that exists there (e.g. a venv's "
                               "bin/python)")
-        return json.loads(result.stdout.strip().splitlines()[-1])
+        return cast(dict[str, Any], json.loads(result.stdout.strip().splitlines()[-1]))
 
-    def list_states(self) -> list[dict]:
+    def list_states(self) -> list[dict[str, Any]]:
         result = self._python(_LIST, ROOT)
         return json.loads(result.stdout.strip().splitlines()[-1]) if result.stdout.strip() else []
 
-    def state(self, key: str) -> dict | None:
+    def state(self, key: str) -> dict[str, Any] | None:
         return next((s for s in self.list_states() if s.get("dir", "").endswith("/" + key)), None)
 
     # --- lifecycle -------------------------------------------------------------------------------------
@@ -149,18 +150,18 @@ class HostRuntime:
         token = result.stdout.strip() if result.ok else ""
         return token if len(token) >= 32 else None
 
-    def launch(self, key: str, env_name: str, preferred_port: int, state: dict) -> dict:
+    def launch(self, key: str, env_name: str, preferred_port: int, state: dict[str, Any]) -> dict[str, Any]:
         home = self.conn.run("printf %s \"$HOME\"", check=True, timeout=30).stdout.strip()
         directory = self.env_dir(key).replace("~", home, 1)
         workspace = self.workspace(env_name).replace("~", home, 1)
         result = self._python(_LAUNCH, directory, self.python, workspace, str(preferred_port), json.dumps(state))
-        return json.loads(result.stdout.strip().splitlines()[-1])
+        return cast(dict[str, Any], json.loads(result.stdout.strip().splitlines()[-1]))
 
     def probe(self, port: int) -> tuple[bool, str]:
         result = self.conn.run(f"{shlex.quote(self.python)} - {int(port)}", stdin=_PROBE, timeout=30)
         return result.ok, (result.stdout + result.stderr).strip()
 
-    def stop(self, state: dict) -> None:
+    def stop(self, state: dict[str, Any]) -> None:
         """TERM the Jupyter's process group (it has its own session), then KILL what is left after 5 s."""
         pid = int(state.get("pid") or 0)
         if pid <= 1 or not state.get("alive"):
@@ -195,7 +196,7 @@ class HostRuntime:
         result = self.conn.run(command, timeout=3600)
         return result.exit_code, result.stdout, result.stderr
 
-    def _python(self, script: str, *args: str):
+    def _python(self, script: str, *args: str) -> Result:
         argv = " ".join(shlex.quote(a) for a in args)
         try:
             return self.conn.run(f"{shlex.quote(self.python)} - {argv}", stdin=script, timeout=60, check=True)

@@ -30,8 +30,10 @@ from devenv.gpu.sample import (
     Gap,
     GpuHistory,
     GpuSample,
+    HostStats,
     ProcessSample,
     apps_query_command,
+    cpu_busy_pct,
     gpu_query_command,
     invalid_field,
     parse_apps_frame,
@@ -69,6 +71,7 @@ class HostSnapshot:
     next_retry_t: float | None = None
     fields_missing: tuple[str, ...] = ()
     login_user: str | None = None   # who the process stream runs as: other users' processes are marked
+    host_stats: HostStats | None = None   # the host line: CPU, memory, load, disk of the workspaces
 
     @property
     def driver_version(self) -> str | None:
@@ -91,6 +94,7 @@ class HostSnapshot:
             "processes_time": self.processes_t, "processes_error": self.processes_error,
             "gaps": [g.to_dict() for g in self.gaps], "fields_missing": list(self.fields_missing),
             "login_user": self.login_user,
+            "host_stats": self.host_stats.to_dict() if self.host_stats else None,
         }
         if with_history:
             data["history"] = {str(i): [p.to_dict() for p in pts] for i, pts in self.history.items()}
@@ -115,11 +119,19 @@ while :; do
 $out
 DEVENV_EOF
   if [ -n "$pids" ]; then
-    ps -o pid=,user:32= -p "$pids" 2>/dev/null | while read -r p u; do echo "@user $p $u"; done
+    ps -ww -o pid=,user:32=,pcpu=,rss=,etimes=,args= -p "$pids" 2>/dev/null |
+      while read -r p u c r e a; do echo "@ps $p $u $c $r $e $a"; done
     for p in $pids; do
       while read -r l; do echo "@cgroup $p $l"; done < /proc/$p/cgroup
     done 2>/dev/null
   fi
+  read -r l1 l5 l15 _ < /proc/loadavg && echo "@load $l1 $l5 $l15 $(getconf _NPROCESSORS_ONLN)"
+  while read -r k v _; do case $k in MemTotal:|MemAvailable:) echo "@mem $k $v" ;; esac; done < /proc/meminfo
+  read -r _ cpu < /proc/stat && echo "@cpu $cpu"
+  for d in /var/lib/docker "$HOME" /; do
+    [ -d "$d" ] && df -Pk "$d" | tail -n 1 |
+      {{ read -r _ size used _ _ mnt; echo "@disk $size $used - $mnt"; }} && break
+  done
   echo {APPS_END}
   {"break" if once else f"sleep {every_s:g}"}
 done"""
@@ -200,20 +212,20 @@ def sample_once(conn: Connection, *, nvidia_smi: str = "nvidia-smi", timeout: fl
     except DevenvError as e:
         return HostSnapshot(host, ERROR, clock(), e.message, e.hint)
     processes, apps_t, apps_error = (), None, None
-    login_user = None
+    login_user, host_stats = None, None
     try:
         result = conn.run(apps_loop_script(nvidia_smi, once=True), timeout=timeout)
         apps_t = clock()
         frames = list(read_apps_frames(iter(result.stdout.splitlines())))
         if frames:
             processes, apps_error = _named(conn, frames[-1].processes, {}), frames[-1].error
-            login_user = frames[-1].me
+            login_user, host_stats = frames[-1].me, frames[-1].host
     except DevenvError as e:
         apps_error = e.message
     missing = tuple(f for f in GPU_FIELDS if f not in fields and FIELD_ALIASES.get(f) not in fields)
     return HostSnapshot(host, OK, clock(), gpus=tuple(gpus), processes=tuple(processes), processes_t=apps_t,
                         processes_error=apps_error, last_sample_t=gpus[0].t, samples=len(gpus),
-                        fields_missing=missing, login_user=login_user)
+                        fields_missing=missing, login_user=login_user, host_stats=host_stats)
 
 
 def _named(conn: Connection, processes, cache: dict[str, str]) -> tuple[ProcessSample, ...]:
@@ -259,6 +271,7 @@ class HostSampler:
         self._histories: dict[int, GpuHistory] = {}
         self._processes: tuple[ProcessSample, ...] = ()
         self._login_user: str | None = None
+        self._host_stats: HostStats | None = None
         self._processes_t: float | None = None
         self._processes_error: str | None = None
         self._gaps: list[Gap] = []
@@ -378,6 +391,10 @@ class HostSampler:
                         with self._changed:
                             self._processes, self._processes_error = processes, frame.error
                             self._login_user = frame.me or self._login_user
+                            if frame.host is not None:
+                                before = self._host_stats.cpu_jiffies if self._host_stats else ()
+                                self._host_stats = replace(frame.host, cpu_pct=cpu_busy_pct(
+                                    before, frame.host.cpu_jiffies))
                             self._processes_t = self._clock()
                             self._bump()
                 finally:
@@ -466,5 +483,36 @@ class HostSampler:
             processes=self._processes, processes_t=self._processes_t, processes_error=self._processes_error,
             gaps=tuple(self._gaps), last_sample_t=self._last_sample_t, samples=self._samples,
             reconnects=self._reconnects, next_retry_t=self._next_retry_t, fields_missing=missing,
-            login_user=self._login_user,
+            login_user=self._login_user, host_stats=self._host_stats,
         )
+
+
+# --- acting on a process (the TUI's kill key) -----------------------------------------------------------
+
+SIGNALS = ("TERM", "KILL")
+
+
+def kill_process(conn: Connection, pid: int, signal: str = "TERM", *, expect_command: str | None = None,
+                 timeout: float = 15) -> str:
+    """Send SIGTERM/SIGKILL to pid on the host, only if it is the login user's own (any process for root) and,
+    when expect_command is given, still runs that command (a pid reused meanwhile is left alone)."""
+    if signal not in SIGNALS or not isinstance(pid, int) or isinstance(pid, bool) or pid <= 1:
+        raise DevenvError(f"will not send {signal!r} to pid {pid!r}", "a process id > 1 and TERM or KILL")
+    check = ""
+    if expect_command:
+        # the first word of its command line, compared by the shell (never put in the script)
+        check = ('cmd=$(tr "\\0" " " < /proc/$pid/cmdline 2>/dev/null); '
+                 'case "$cmd" in "$DEVENV_EXPECT"*) ;; *) echo "pid $pid now runs something else"; exit 5;; esac; ')
+    script = (f'pid={pid}; [ -d /proc/$pid ] || {{ echo "no process $pid (it has ended)"; exit 3; }}; '
+              'owner=$(stat -c %U /proc/$pid); me=$(id -un); '
+              '[ "$(id -u)" = 0 ] || [ "$owner" = "$me" ] || { echo "pid $pid belongs to $owner, not $me"; exit 4; }; '
+              f'{check}kill -s {signal} $pid && echo "sent SIG{signal} to $pid ($owner)"')
+    env = {"DEVENV_EXPECT": expect_command.split()[0]} if expect_command else None
+    result = conn.run(script, timeout=timeout, env=env)
+    said = (result.stdout.strip() or result.stderr.strip()).splitlines()
+    if result.ok:
+        return said[-1] if said else f"sent SIG{signal} to {pid}"
+    hint = {4: "only your own processes can be stopped (unless you log in as root)",
+            3: "the list is a few seconds old", 5: "the list is a few seconds old; look again"}.get(
+        result.exit_code, "run `kill` on the host by hand to see why")
+    raise DevenvError(f"{conn.name}: {said[-1] if said else f'kill exited {result.exit_code}'}", hint)

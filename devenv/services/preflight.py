@@ -1,4 +1,4 @@
-"""`devenv check`: probe a host in parallel over one connection and judge what it can run (L2)."""
+"""`devenv check`: probe a host in one round trip over one connection and judge what it can run (L2)."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import statistics
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 from devenv.checks import engine as engine_checks
 from devenv.checks import gpu_use
@@ -19,19 +20,14 @@ from devenv.services.backends import settle, traits_of
 PROBE_TIMEOUT = 30.0
 
 
-def measure_latency(conn: Connection, rounds: int = 3) -> tuple[float | None, float]:
-    """(network round trip, command start-up), medians in ms. The network one is an SSH keepalive request
-    and its reply (no shell involved); the command one runs `true` through the login shell, so a slow
-    ~/.bashrc shows there and not as network latency. The first call also opens the connection."""
-    conn.run("true", timeout=PROBE_TIMEOUT)
+def measure_latency(conn: Connection, rounds: int = 3) -> float | None:
+    """The network round trip in ms (median): an SSH keepalive request and its reply, no shell involved.
+    None where the connection has no such probe (this machine). The shell's start-up is not measured
+    here: every command's Result carries it (startup_s), so the check reads it off the probe batch."""
     ping = getattr(conn, "ping", None)
-    network = statistics.median(ping() * 1000 for _ in range(rounds)) if ping else None
-    samples = []
-    for _ in range(rounds):
-        start = time.perf_counter()
-        conn.run("true", timeout=PROBE_TIMEOUT)
-        samples.append((time.perf_counter() - start) * 1000)
-    return network, statistics.median(samples)
+    if ping is None:
+        return None
+    return float(statistics.median(ping() * 1000 for _ in range(rounds)))
 
 
 def run_check(
@@ -43,11 +39,10 @@ def run_check(
 ) -> CheckReport:
     """Every check for `host` running `env`. Connection failures raise (nothing else can be checked)."""
     started = time.perf_counter()
-    network_ms, command_ms = measure_latency(conn)  # raises ConnectError: the one fatal condition
+    opener = getattr(conn, "open", None)
+    if opener is not None:
+        opener()  # raises ConnectError: the one fatal condition
     host = settle(host, conn)  # `runtime: auto`: docker if the host has it, else the bare host
-    results: list[CheckResult] = [hc.judge_ssh(host.local, network_ms, _target(host), command_ms)]
-    emit = on_result or (lambda r: None)
-    emit(results[0])
 
     containers = traits_of(host).containers  # else the host's python runs the environment
     probes = {**hc.PROBES, **engine_checks.PROBES}
@@ -55,10 +50,17 @@ def run_check(
     probes["gpu_use"] = gpu_use.probe()
     probes["python"] = hc.python_probe(host.python) if not containers else "exit 0"
     probes["disk"] = engine_checks.disk_probe(host.engine) if containers else hc.home_disk_probe()
-    with ThreadPoolExecutor(max_workers=1) as pool:  # the forwarding probe overlaps the batch's round trip
+    # One round trip for every probe; the latency and forwarding probes (no shell) overlap it.
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        network = pool.submit(measure_latency, conn)
         forwarding = pool.submit(_forwarding, conn)
         batch = conn.run(hc.batch_script(probes), timeout=PROBE_TIMEOUT)
+        network_ms = network.result()
         allowed, detail = forwarding.result()
+    command_ms = batch.startup_s * 1000 if batch.startup_s is not None else None
+    results: list[CheckResult] = [hc.judge_ssh(host.local, network_ms, _target(host), command_ms)]
+    emit = on_result or (lambda r: None)
+    emit(results[0])
     out = hc.parse_batch(batch.stdout, probes)
     disk_dir, _, df_line = out["disk"].stdout.partition("\n")
     disk = hc.BatchOutput(out["disk"].command, df_line, out["disk"].stderr, out["disk"].exit_code)
@@ -95,7 +97,8 @@ def _forwarding(conn: Connection) -> tuple[bool | None, str]:
     probe = getattr(conn, "probe_forwarding", None)
     if probe is None:
         return None, "this machine (no SSH tunnel needed)"
-    return probe()
+    answer: tuple[bool | None, str] = probe()
+    return answer
 
 
 def _target(host: HostProfile) -> str:
@@ -105,6 +108,6 @@ def _target(host: HostProfile) -> str:
     return ssh.alias or f"{ssh.user + '@' if ssh.user else ''}{ssh.hostname}"
 
 
-def _host_torch(results: list[CheckResult]) -> dict | None:
+def _host_torch(results: list[CheckResult]) -> dict[str, Any] | None:
     python = next((r for r in results if r.id == "python"), None)
     return python.details if python and python.details.get("torch") else None

@@ -80,9 +80,11 @@ class Provisioner:
         public_key, key_fingerprint = (key.public_line, key.fingerprint) if key else ("", "")
         started = time.monotonic()
         name = envspec.container_name(self.owner, env.name)
-        existing = self.runtime.find(name)
-        if existing is not None and existing.labels.get(envspec.MANAGED) != "1":
-            raise DevenvError(f"a container named {name} exists on {self.host.name} but devenv did not make it",
+        existing = self._container(env.name)
+        squatter = self.runtime.find(name) if existing is None else None
+        if squatter is not None:  # the name is ours by construction; whoever holds it is not this environment
+            raise DevenvError(f"a container named {name} exists on {self.host.name} but is not this environment "
+                              f"(owner {squatter.labels.get(envspec.OWNER) or 'unknown'})",
                               f"remove or rename it (docker rm -f {name}), or set DEVENV_OWNER to use other names")
 
         # Fast path: a running environment whose spec still matches needs no check and no image work.
@@ -130,12 +132,17 @@ class Provisioner:
             self.runtime.remove(existing.id)
             action = "recreated"
 
+        volumes: dict[str, str] = {}
         for role in spec["volumes"]:
-            volume = envspec.volume_name(self.owner, env.name, role)
-            if self.runtime.ensure_volume(volume, self._volume_labels(env.name, role)):
-                events.step(f"Created volume {volume}")
+            # the volume this environment already has (found by its labels: a workspace made under an older
+            # name is kept), else a new one under a name no other owner's environment can have
+            mine = self.runtime.list_volumes({envspec.MANAGED: "1", envspec.OWNER: self.owner,
+                                              envspec.ENV: env.name, envspec.ROLE: role})
+            volumes[role] = mine[0] if mine else envspec.volume_name(self.owner, env.name, role)
+            if self.runtime.ensure_volume(volumes[role], self._volume_labels(env.name, role)):
+                events.step(f"Created volume {volumes[role]}")
         chosen = self._pick_gpus(spec, options, events)
-        container, token, notes = self._create_and_start(env, spec, public_key, events, chosen)
+        container, token, notes = self._create_and_start(env, spec, public_key, events, chosen, volumes)
         self._wait(env, container, options, events)
         result = self._result(env, container, action, token, started, image_action)
         result.notes.extend(notes)
@@ -153,7 +160,7 @@ class Provisioner:
         return chosen
 
     def _create_and_start(self, env: EnvProfile, spec: dict, public_key: str, events: Events,
-                          chosen_gpus: str | None = None):
+                          chosen_gpus: str | None = None, volumes: dict[str, str] | None = None):
         """Create and start. A taken preferred port is replaced by a free one, a ulimit the host refuses is
         dropped; both are said in the result's notes."""
         any_port: set[str] = set()
@@ -162,7 +169,7 @@ class Provisioner:
                             f"started without it" for name in sorted(refused)]
         while True:
             request = envspec.container_request(spec, self.owner, self.host.name, __version__, any_port,
-                                                chosen_gpus)
+                                                chosen_gpus, volumes)
             for name in refused:
                 request.ulimits.pop(name, None)
             events.step(f"Creating container {request.name}")
@@ -267,10 +274,16 @@ class Provisioner:
         return [status_from_container(c, self.host.name) for c in self.runtime.list_managed(filters)]
 
     def find(self, env_name: str) -> EnvStatus | None:
-        info = self.runtime.find(envspec.container_name(self.owner, env_name))
-        if info is None or info.labels.get(envspec.MANAGED) != "1":
-            return None
-        return status_from_container(info, self.host.name)
+        info = self._container(env_name)
+        return status_from_container(info, self.host.name) if info is not None else None
+
+    def _container(self, env_name: str):
+        """This owner's environment, by labels that name owner and env exactly (never by a name, which another
+        owner's environment could share). The host label names the host as this laptop calls it; the same daemon
+        reached under another name (an alias) still holds the same environment, so an exact host is preferred."""
+        found = self.runtime.list_managed({envspec.MANAGED: "1", envspec.OWNER: self.owner, envspec.ENV: env_name})
+        exact = [c for c in found if c.labels.get(envspec.HOST) == self.host.name]
+        return (exact or found or [None])[0]
 
     def volumes(self, env_name: str) -> list[str]:
         return self.runtime.list_volumes({envspec.MANAGED: "1", envspec.OWNER: self.owner, envspec.ENV: env_name})

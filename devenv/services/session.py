@@ -17,7 +17,7 @@ import os
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from functools import cached_property
-from typing import Protocol
+from typing import Any, Protocol
 
 from devenv.checks.report import CheckReport, CheckResult
 from devenv.config import hostref, profiles
@@ -44,7 +44,7 @@ class Tunnel(Protocol):
     """An open set of local forwards (remote.tunnels' OpenSSH or paramiko tunnel, remote.relay's)."""
 
     kind: str
-    forwards: list
+    forwards: list[Any]   # remote.tunnels.Forward
 
     def alive(self) -> bool: ...
 
@@ -162,12 +162,20 @@ class EnvSession:
             tunnel = open_tunnel(self.host, self.conn, [forward])
         return jupyter.lab_url(tunnel.forwards[0].local_port, access.token), tunnel
 
+    def prestart_tunnels(self) -> None:
+        """Start the host's OpenSSH tunnel login now, without waiting: it overlaps the work before the tunnel."""
+        if not self.host.local:
+            from devenv.remote.tunnels import prestart_tunnels
+
+            prestart_tunnels(self.host)
+
     def forward(self, wanted: list[tuple[str, str, int, int | None]]) -> Tunnel:
         """Tunnels for (name, remote host, remote port, preferred local port)."""
         from devenv.remote.tunnels import Forward, choose_local_port, open_tunnel
 
         forwards = [Forward(name, rhost, rport, choose_local_port(pref)) for name, rhost, rport, pref in wanted]
-        return open_tunnel(self.host, self.conn, forwards)
+        tunnel: Tunnel = open_tunnel(self.host, self.conn, forwards)
+        return tunnel
 
     def ssh_alias(self) -> tuple[str | None, str]:
         """(the alias of the environment's entry, written now; None: the shell is the host's own sshd),
@@ -198,9 +206,11 @@ class EnvSession:
 def open_env(host: str | HostProfile, env_name: str | None = None, *, accept_new_host: bool = False,
              events: Events | None = None) -> Iterator[EnvSession]:
     """A session on host (a name, or a profile already loaded) for env_name (None: the default)."""
+    from devenv.remote.envkey import chosen_key
     from devenv.remote.pool import get_connection
 
     profile = hostref.load_host(host) if isinstance(host, str) else host  # a profile, or an ssh destination
+    chosen_key()  # a bad $DEVENV_SSH_KEY is bad input (exit 2), said before any connection is tried
     session = EnvSession(profile, get_connection(profile, accept_new_host=accept_new_host), env_name, events)
     try:
         yield session

@@ -25,8 +25,9 @@ from textual.worker import get_current_worker
 
 from devenv.errors import DevenvError
 from devenv.services.monitor import HostSnapshot
-from devenv.tui.monitor_screens import ConfirmScreen, HelpScreen, SanityScreen
-from devenv.tui.monitor_view import HostExtras, flatten, host_view
+from devenv.services.monitor_jupyter import JupyterLink
+from devenv.tui.monitor_screens import ConfirmScreen, HelpScreen, JupyterScreen, SanityScreen
+from devenv.tui.monitor_view import SORTS, HostExtras, flatten, host_view, sorted_processes
 
 EXTRAS_EVERY_S = 15.0
 
@@ -48,11 +49,15 @@ class MonitorServices:
 
     env_state: Callable[[str], str | None] | None = None
     last_verdict: Callable[[str], str | None] | None = None
-    open_jupyter: Callable[[str], str] | None = None
+    env_of: Callable[[str], str] | None = None   # the environment name the keys act on, for confirmations
+    open_jupyter: Callable[[str], JupyterLink] | None = None
+    open_browser: Callable[[str], str] | None = None
     run_sanity: Callable[[str, Callable[[str, float | None], None]], str] | None = None
     up: Callable[[str], str] | None = None
     down: Callable[[str], str] | None = None
     follow_logs: Callable[[str], Iterator[str]] | None = None
+    # kill(host, pid, "TERM" | "KILL", command it should still run) -> what was done
+    kill: Callable[[str, int, str, str | None], str] | None = None
     close: Callable[[], None] | None = None  # called once at quit (closes tunnels the keys opened)
 
 
@@ -77,9 +82,9 @@ class LogLine(Message):
 
 
 class ActionFinished(Message):
-    def __init__(self, host: str, action: str, ok: bool, text: str) -> None:
+    def __init__(self, host: str, action: str, ok: bool, text: str, result: object = None) -> None:
         super().__init__()
-        self.host, self.action, self.ok, self.text = host, action, ok, text
+        self.host, self.action, self.ok, self.text, self.result = host, action, ok, text, result
 
 
 class SanityProgress(Message):
@@ -102,19 +107,43 @@ class HostPanel(Static, can_focus=True):
         self.drawn_at = 0.0  # monotonic time of the last redraw
         self.shape: tuple | None = None
         self.border_title = host
+        self.sort = "gpu"
+        self.selected_pid: int | None = None   # the process the kill keys act on
 
     class Selected(Message):
         def __init__(self, host: str) -> None:
             super().__init__()
             self.host = host
 
+    BINDINGS = [Binding("down,J", "move(1)", "Next process", show=False),
+                Binding("up,K", "move(-1)", "Previous process", show=False)]
+
     def on_focus(self) -> None:
         self.post_message(self.Selected(self.host))
+
+    def selected_process(self):
+        return next((p for p in self.snapshot.processes if p.pid == self.selected_pid), None)
+
+    def action_move(self, step: int) -> None:
+        """Select the next/previous process in the shown order (none selected: the first)."""
+        pids = [p.pid for p in sorted_processes(self.snapshot, self.sort)]
+        if not pids:
+            self.selected_pid = None
+        elif self.selected_pid not in pids:
+            self.selected_pid = pids[0] if step > 0 else pids[-1]
+        else:
+            self.selected_pid = pids[(pids.index(self.selected_pid) + step) % len(pids)]
+        self.redraw(getattr(self.app, "clock", time.time)())
+
+    def on_resize(self) -> None:
+        if self.shape is not None and self.shape[1] != self.content_size.width:  # columns come and go with width
+            self.shape = None  # the next update lays the panel out again
+            self.call_after_refresh(lambda: self.redraw(getattr(self.app, "clock", time.time)()))
 
     def redraw(self, now: float) -> None:
         self.set_class(self.snapshot.state != "ok", "unhealthy")
         width = self.content_size.width or self.app.size.width - 4
-        self.view = host_view(self.snapshot, self.extras, now, width)
+        self.view = host_view(self.snapshot, self.extras, now, width, self.sort, self.selected_pid)
         text = flatten(self.view, width)
         shape = (text.plain.count("\n"), width)
         self.update(text, layout=shape != self.shape)  # a new layout only when the height changed
@@ -132,6 +161,12 @@ class MonitorApp(App):
         Binding("u", "up", "Up"),
         Binding("d", "down", "Down"),
         Binding("slash", "filter", "Filter"),
+        Binding("l", "toggle_logs", "Logs"),
+        Binding("o", "sort", "Sort"),
+        Binding("x", "kill('TERM')", "Terminate"),
+        Binding("X", "kill('KILL')", "Kill", show=False),
+        Binding("plus,equals_sign", "resize_logs(2)", "Logs +", show=False),
+        Binding("minus", "resize_logs(-2)", "Logs -", show=False),
         Binding("question_mark", "help", "Help"),
         Binding("q", "quit", "Quit"),
         Binding("escape", "clear_filter", "Clear filter", show=False),
@@ -139,8 +174,9 @@ class MonitorApp(App):
 
     def __init__(self, hosts: list[str], sampler_factory: Callable[[str], Sampler],
                  services: MonitorServices | None = None, *, clock: Callable[[], float] = time.time,
-                 redraw_every: float = 1.0):
+                 redraw_every: float = 1.0, readonly: bool = False):
         super().__init__()
+        self.readonly = readonly
         self.hosts = list(dict.fromkeys(hosts))
         self.sampler_factory = sampler_factory
         self.services = services or MonitorServices()
@@ -151,6 +187,8 @@ class MonitorApp(App):
         self.selected: str | None = self.hosts[0] if self.hosts else None
         self.logs_host: str | None = None
         self.notified: list[tuple[str, str, str]] = []  # (severity, title, message), newest last
+        self.logs_rows: int | None = None   # rows of the logs pane the user chose (None: by terminal size)
+        self.jupyter_links: dict[str, JupyterLink] = {}  # host -> the last checked link (its tunnel stays open)
 
     def notify(self, message: str, *, title: str = "", severity="information", timeout: float | None = None,
                markup: bool = True) -> None:
@@ -171,6 +209,39 @@ class MonitorApp(App):
         yield log
         yield Footer()
 
+    # --- size: compact mode and the logs pane -------------------------------------------------------------
+
+    COMPACT_BELOW = (100, 30)  # columns, rows: under either, panels lose padding and the title bar goes
+
+    def on_resize(self, event) -> None:
+        self._fit(event.size.width, event.size.height)
+
+    def _fit(self, width: int, height: int) -> None:
+        compact = width < self.COMPACT_BELOW[0] or height < self.COMPACT_BELOW[1]
+        self.set_class(compact, "compact")
+        self.query_one(Header).display = not compact
+        if self.logs_rows is None:  # until the user sizes it: by the terminal's height, gone when tiny
+            self._show_logs(0 if height < 24 else 5 if height < 40 else 9)
+
+    def _show_logs(self, rows: int) -> None:
+        log = self.query_one("#logs", RichLog)
+        log.display = rows > 0
+        if rows > 0:
+            log.styles.height = rows
+
+    def action_toggle_logs(self) -> None:
+        log = self.query_one("#logs", RichLog)
+        self.logs_rows = 0 if log.display else max(self.logs_rows or 0, 5)
+        self._show_logs(self.logs_rows)
+
+    def action_resize_logs(self, delta: int) -> None:
+        log = self.query_one("#logs", RichLog)
+        current = int(log.styles.height.value) if log.display and log.styles.height else 0
+        self.logs_rows = max(0, min(current + delta, max(3, self.size.height - 8)))
+        if 0 < self.logs_rows < 3:
+            self.logs_rows = 3 if delta > 0 else 0  # a border and one line at least, or nothing
+        self._show_logs(self.logs_rows)
+
     def panels(self) -> list[HostPanel]:
         return list(self.query(HostPanel))
 
@@ -184,6 +255,7 @@ class MonitorApp(App):
                                                                            thread_name_prefix="monitor"))
         self.query_one("#filter").display = False
         self.query_one("#no-match").display = False
+        self._fit(self.size.width, self.size.height)
         self._update_subtitle()
         for host in self.hosts:
             self.samplers[host] = self.sampler_factory(host)
@@ -296,11 +368,11 @@ class MonitorApp(App):
                     close()  # ends the remote `logs -f`
         self._wait_for(follow)
 
-    def _run_action(self, host: str, action: str, call: Callable[[str], str]) -> None:
+    def _run_action(self, host: str, action: str, call: Callable[[str], object]) -> None:
         def job() -> None:
             try:
-                text = call(host)
-                self.post_message(ActionFinished(host, action, True, text))
+                result = call(host)
+                self.post_message(ActionFinished(host, action, True, str(result), result))
             except DevenvError as e:
                 self.post_message(ActionFinished(host, action, False,
                                                  e.message + (f"\nHint: {e.hint}" if e.hint else "")))
@@ -345,6 +417,9 @@ class MonitorApp(App):
             if panel is not None and message.ok:
                 panel.extras = HostExtras(panel.extras.env_state, message.text.splitlines()[0])
                 panel.redraw(self.clock())
+        if message.action == "jupyter" and isinstance(message.result, JupyterLink):
+            self.jupyter_links[message.host] = message.result
+            return self.push_screen(JupyterScreen(message.result, browser=self.services.open_browser))
         title = f"{message.action} on {message.host}"
         self.notify(message.text, title=title, severity="information" if message.ok else "error",
                     timeout=30 if message.action == "jupyter" else 8, markup=False)
@@ -381,7 +456,7 @@ class MonitorApp(App):
             return
         if self.services.open_jupyter is None:
             return self._missing("Jupyter (tunnel + URL)")
-        self.notify(f"opening a tunnel to Jupyter on {host}…", timeout=3)
+        self.notify(f"opening a tunnel to Jupyter on {host} and checking that it answers…", timeout=5)
         self._run_action(host, "jupyter", self.services.open_jupyter)
 
     def action_sanity(self) -> None:
@@ -397,9 +472,22 @@ class MonitorApp(App):
         self.push_screen(SanityScreen(host))
         self._run_action(host, "sanity", sanity)
 
+    def _env_words(self, host: str) -> str:
+        """' (env NAME)' for confirmations: which environment a key acts on, not just which host."""
+        if self.services.env_of is None:
+            return ""
+        try:
+            return f" (env {self.services.env_of(host)})"
+        except DevenvError as e:
+            return f" (env unknown: {e.message})"
+
     def _confirm_then(self, action: str, question: str, call: Callable[[str], str] | None) -> None:
         host = self._target()
         if host is None:
+            return
+        if self.readonly:
+            self.notify(f"`{action}` is off: the monitor runs with --readonly", title="read-only",
+                        severity="warning")
             return
         if call is None:
             return self._missing(f"`{action}`")
@@ -408,14 +496,51 @@ class MonitorApp(App):
             if yes:
                 self.notify(f"{action} on {host}…", timeout=3)
                 self._run_action(host, action, call)
-        self.push_screen(ConfirmScreen(question.format(host=host)), answered)
+        self.push_screen(ConfirmScreen(question.format(host=host, env=self._env_words(host))), answered)
 
     def action_up(self) -> None:
-        self._confirm_then("up", "Start the environment on {host}?", self.services.up)
+        self._confirm_then("up", "Start the environment{env} on {host}?", self.services.up)
 
     def action_down(self) -> None:
-        self._confirm_then("down", "Stop and remove the environment on {host}? (the workspace volume is kept)",
+        self._confirm_then("down", "Stop and remove the environment{env} on {host}? (the workspace volume is kept)",
                            self.services.down)
+
+    def _panel_of_selected(self) -> HostPanel | None:
+        return self.panel(self.selected) if self.selected else None
+
+    def action_sort(self) -> None:
+        """Sort the selected host's processes by the next key (gpu, memory, cpu, time)."""
+        panel = self._panel_of_selected()
+        if panel is None:
+            return
+        panel.sort = SORTS[(SORTS.index(panel.sort) + 1) % len(SORTS)]
+        panel.redraw(self.clock())
+        self.notify(f"processes on {panel.host} sorted by {panel.sort}", timeout=2)
+
+    def action_kill(self, signal: str) -> None:
+        panel = self._panel_of_selected()
+        if panel is None:
+            return
+        if self.readonly:
+            self.notify("stopping processes is off: the monitor runs with --readonly", title="read-only",
+                        severity="warning")
+            return
+        proc = panel.selected_process()
+        if proc is None:
+            self.notify("select a process first (up/down or K/J in the host's panel)", severity="warning")
+            return
+        if self.services.kill is None:
+            return self._missing("Stopping a process")
+        kill, host = self.services.kill, panel.host
+        command = proc.command or proc.name or "?"
+        verb = "Terminate (SIGTERM)" if signal == "TERM" else "Kill (SIGKILL)"
+        question = (f"{verb} pid {proc.pid} of {proc.user or '?'} on {host}{self._env_words(host)}?\n"
+                    f"{command}")
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self._run_action(host, "kill", lambda h: kill(h, proc.pid, signal, proc.command))
+        self.push_screen(ConfirmScreen(question), answered)
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen())
@@ -458,6 +583,7 @@ class MonitorApp(App):
 
 def create_monitor_app(hosts: list[str], sampler_factory: Callable[[str], Sampler],
                        services: MonitorServices | None = None, *, clock: Callable[[], float] = time.time,
-                       redraw_every: float = 1.0) -> MonitorApp:
-    """The monitor app for these hosts. sampler_factory(host) -> a sampler that is not started yet."""
-    return MonitorApp(hosts, sampler_factory, services, clock=clock, redraw_every=redraw_every)
+                       redraw_every: float = 1.0, readonly: bool = False) -> MonitorApp:
+    """The monitor app for these hosts. sampler_factory(host) -> a sampler that is not started yet.
+    readonly: the keys that change things (up, down) say so instead of asking."""
+    return MonitorApp(hosts, sampler_factory, services, clock=clock, redraw_every=redraw_every, readonly=readonly)

@@ -87,3 +87,24 @@ def test_unreachable_host_is_one_message_with_a_hint(use_testhost, tmp_path):
     assert result.exit_code == 3
     assert result.output.count("Error:") == 1 and "Hint:" in result.output
     assert "127.0.0.1" in result.output
+
+
+def test_check_is_one_command_round_trip_and_still_measures_the_shell(use_testhost, monkeypatch):
+    """The probes go in one batch; the shell's start-up is read off that batch (no `true` runs before it)."""
+    from devenv.remote.ssh import SSHConnection
+
+    commands: list[str] = []
+    original = SSHConnection.run
+
+    def counting(self, command, **kwargs):
+        commands.append(command)
+        return original(self, command, **kwargs)
+
+    monkeypatch.setattr(SSHConnection, "run", counting)
+    result = check("testbox", "--json")
+    _, checks = checks_of(result)
+    assert len(commands) == 1, commands
+    details = checks["ssh"]["details"]
+    assert details["latency_ms"] is not None and details["latency_ms"] > 0
+    assert details["command_ms"] is not None and details["command_ms"] >= details["latency_ms"]
+    assert details["shell_startup_ms"] is not None

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 from sshd_fixture import free_port
 
+from devenv.env import spec as envspec
 from testhost import apply_testhost_env, testhost, testhost_env  # noqa: F401  (fixtures, used by name)
 
 REPO = Path(__file__).resolve().parents[3]
@@ -65,11 +66,11 @@ class EnvUnderTest:
 
     @property
     def container(self) -> str:
-        return f"devenv-{OWNER}-{self.name}"
+        return envspec.container_name(OWNER, self.name)
 
     @property
     def volume(self) -> str:
-        return f"devenv-{OWNER}-{self.name}-workspace"
+        return envspec.volume_name(OWNER, self.name, "workspace")
 
     def write_profile(self, **fields) -> Path:
         path = self.home / "profiles" / "envs" / f"{self.name}.yaml"

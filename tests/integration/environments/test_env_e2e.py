@@ -13,6 +13,8 @@ import pytest
 from conftest import docker, processes_mentioning, read_url
 from jupyter_client import JupyterClient
 
+from devenv.remote.tunnels import control_dir_path
+
 pytestmark = pytest.mark.integration
 
 
@@ -55,6 +57,7 @@ def test_environment_lifecycle_end_to_end(test_env, testhost):
         assert proc.wait(15) == 0, proc.stderr.read()
     local_port = url.split(":")[2].split("/")[0]
     assert not processes_mentioning(f"127.0.0.1:{local_port}:"), "the tunnel's ssh outlived devenv jupyter"
+    assert not processes_mentioning(str(control_dir_path())), "the tunnels' ControlMaster outlived devenv jupyter"
 
     # OpenSSH into the environment exactly as devenv instructs: the config entry it prints.
     shown = test_env.run("ssh", "testbox", "--env", env, "--config").stdout

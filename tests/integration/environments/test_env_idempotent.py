@@ -10,6 +10,8 @@ import pytest
 from conftest import docker, processes_mentioning
 from jupyter_client import JupyterClient
 
+from devenv.remote.tunnels import control_dir_path
+
 pytestmark = pytest.mark.integration
 
 
@@ -40,6 +42,7 @@ def test_up_twice_reattaches_fast_and_changes_nothing(test_env):
         assert proc.wait(15) == 0
     port = url.split(":")[2].split("/")[0]
     assert not processes_mentioning(f"127.0.0.1:{port}:")
+    assert not processes_mentioning(str(control_dir_path())), "the tunnels' ControlMaster outlived devenv up"
     assert test_env.state() == "running"
 
 

@@ -1,0 +1,154 @@
+"""The monitor's samples for machines (L2): NDJSON records (`devenv monitor --json --watch`) and a Prometheus
+endpoint with dcgm-exporter's metric names and labels (`devenv monitor --prometheus 127.0.0.1:9400`).
+
+Both read the same long-lived samplers as the TUI. The record schema is in docs/monitor.md; bump
+SCHEMA_VERSION on any change a reader could notice (a field renamed, removed or retyped).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Protocol
+
+from devenv.errors import DevenvError
+from devenv.services.monitor import OK, HostSnapshot
+
+SCHEMA_VERSION = 1
+
+
+class Sampler(Protocol):
+    host: str
+
+    def snapshot(self) -> HostSnapshot: ...
+
+
+class BadBind(DevenvError):
+    exit_code = 2
+
+
+# --- NDJSON ---------------------------------------------------------------------------------------------
+
+def record(snap: HostSnapshot) -> dict:
+    """One NDJSON object: one host at one sample (the --json shape, plus schema_version and type)."""
+    return {"schema_version": SCHEMA_VERSION, "type": "sample", **snap.to_dict()}
+
+
+def watch_records(samplers: Sequence[Sampler], interval: float, *, stop: Callable[[], bool] = lambda: False,
+                  sleep: Callable[[float], None] = time.sleep) -> Iterator[dict]:
+    """A record per host each time it has a new sample or a new state (connecting, reconnecting, ...);
+    never the same sample twice, so a host that is down writes one record saying so, not one a second."""
+    seen: dict[str, tuple] = {}
+    while not stop():
+        for sampler in samplers:
+            snap = sampler.snapshot()
+            key = (snap.state, snap.last_sample_t, snap.processes_t, snap.message)
+            if seen.get(snap.host) != key:
+                seen[snap.host] = key
+                yield record(snap)
+        sleep(interval)
+
+
+# --- Prometheus -----------------------------------------------------------------------------------------
+
+LOOPBACK_NAMES = ("localhost",)
+
+
+def parse_bind(text: str, *, allow_public: bool = False) -> tuple[str, int]:
+    """'127.0.0.1:9400', '[::1]:9400', ':9400' or '9400' -> (address, port). Only loopback unless
+    allow_public; an unspecified address (0.0.0.0, ::) is never the default and needs allow_public too."""
+    text = text.strip()
+    host, sep, port_text = text.rpartition(":")
+    if not sep:
+        host, port_text = "", text
+    host = host.strip("[]") or "127.0.0.1"
+    try:
+        port = int(port_text)
+    except ValueError:
+        raise BadBind(f"--prometheus {text!r}: the port is not a number", "e.g. --prometheus 127.0.0.1:9400") from None
+    if not 1 <= port <= 65535:
+        raise BadBind(f"--prometheus {text!r}: port {port} is out of range", "a port from 1 to 65535")
+    if host in LOOPBACK_NAMES:
+        return "127.0.0.1", port
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        raise BadBind(f"--prometheus {text!r}: {host!r} is not an IP address",
+                      "give the address to listen on, e.g. 127.0.0.1:9400") from None
+    if not address.is_loopback and not allow_public:
+        raise BadBind(f"--prometheus {text!r} would serve GPU data beyond this machine",
+                      "listen on 127.0.0.1 (scrape through a tunnel), or add --prometheus-public to mean it")
+    return str(address), port
+
+
+# dcgm-exporter's names (its default counters), with what each is in a sample.
+DCGM_GAUGES = (
+    ("DCGM_FI_DEV_GPU_UTIL", "GPU utilization (in %).", lambda g: g.util_pct),
+    ("DCGM_FI_DEV_MEM_COPY_UTIL", "Memory utilization (in %).", lambda g: g.mem_util_pct),
+    ("DCGM_FI_DEV_FB_USED", "Framebuffer memory used (in MiB).", lambda g: g.mem_used_mib),
+    ("DCGM_FI_DEV_FB_FREE", "Framebuffer memory free (in MiB).",
+     lambda g: None if g.mem_total_mib is None or g.mem_used_mib is None else g.mem_total_mib - g.mem_used_mib),
+    ("DCGM_FI_DEV_POWER_USAGE", "Power draw (in W).", lambda g: g.power_w),
+    ("DCGM_FI_DEV_GPU_TEMP", "GPU temperature (in C).", lambda g: g.temp_c),
+    ("DCGM_FI_DEV_SM_CLOCK", "SM clock frequency (in MHz).", lambda g: g.sm_clock_mhz),
+    ("DCGM_FI_DEV_MEM_CLOCK", "Memory clock frequency (in MHz).", lambda g: g.mem_clock_mhz),
+    ("DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", "Current clock throttle reasons (bitmask).", lambda g: g.throttle_mask),
+    ("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "Total number of double-bit volatile ECC errors.",
+     lambda g: g.ecc_uncorrected),
+)
+GPU_LABELS = ("gpu", "UUID", "pci_bus_id", "device", "modelName", "Hostname", "DCGM_FI_DRIVER_VERSION")
+
+
+class DcgmCollector:
+    """A prometheus_client collector: at each scrape, every host's latest samples as dcgm-exporter names them.
+    A host that is down exports no GPU series (stale values are not passed off as live) but says so in
+    devenv_host_up; NA fields are left out, never exported as 0."""
+
+    def __init__(self, samplers: Iterable[Sampler]):
+        self.samplers = list(samplers)
+
+    def describe(self) -> list:
+        return []  # unchecked collector: names come with each collect
+
+    def collect(self) -> Iterator:
+        from prometheus_client.core import GaugeMetricFamily
+
+        snaps = [s.snapshot() for s in self.samplers]
+        families = {name: GaugeMetricFamily(name, doc, labels=GPU_LABELS) for name, doc, _ in DCGM_GAUGES}
+        up = GaugeMetricFamily("devenv_host_up", "1 while devenv samples the host's GPUs, else 0.",
+                               labels=("Hostname", "state"))
+        age = GaugeMetricFamily("devenv_sample_age_seconds", "Seconds since the host's last GPU sample.",
+                                labels=("Hostname",))
+        now = time.time()
+        for snap in snaps:
+            up.add_metric((snap.host, snap.state), 1.0 if snap.state == OK else 0.0)
+            if snap.last_sample_t is not None:
+                age.add_metric((snap.host,), max(0.0, now - snap.last_sample_t))
+            if snap.state != OK:
+                continue
+            for gpu in snap.gpus:
+                labels = (str(gpu.index), gpu.uuid or "", gpu.pci_bus_id or "",
+                          f"nvidia{gpu.index}" if gpu.index is not None else "", gpu.name or "", snap.host,
+                          gpu.driver_version or "")
+                for name, _, value_of in DCGM_GAUGES:
+                    value = value_of(gpu)
+                    if value is not None:
+                        families[name].add_metric(labels, float(value))
+        yield from families.values()
+        yield up
+        yield age
+
+
+def serve_prometheus(samplers: Iterable[Sampler], address: str, port: int):
+    """Serve /metrics on address:port in a daemon thread; returns (server, thread). Only our collector is
+    registered (no process metrics of the laptop)."""
+    from prometheus_client import CollectorRegistry, start_http_server
+
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(DcgmCollector(samplers))
+    try:
+        return start_http_server(port, addr=address, registry=registry)
+    except OSError as e:
+        raise BadBind(f"cannot listen on {address}:{port}: {e.strerror or e}",
+                      "pick another port: --prometheus 127.0.0.1:PORT") from None

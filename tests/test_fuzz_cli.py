@@ -1,0 +1,118 @@
+"""Fuzzing the command line (issue 14): every command with hostile host names, option values, environment
+variables and profiles. Hosts are unreachable (127.0.0.1:9 is closed) so nothing needs a network: a command
+that got as far as connecting exits 3. Checked: never exit 70, only documented codes (2 for bad input), and
+nothing executed (the canary file never appears)."""
+
+from __future__ import annotations
+
+import os
+
+import yaml
+from click.testing import CliRunner
+from fuzz_values import CANARY, HOSTILE, hostile_text
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from devenv.cli import main
+
+DOCUMENTED = {0, 1, 2, 3, 4, 5}
+UNREACHABLE = "127.0.0.1:9"
+FUZZ = settings(max_examples=int(os.environ.get("DEVENV_FUZZ_CLI_EXAMPLES", "300")), deadline=None, database=None,
+                suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+COUNT = {"cli": 0}
+CODES: dict[int, int] = {}
+
+# what each command takes after its HOST argument (values are drawn per option)
+COMMANDS = {
+    "check": ["--env"], "status": ["--json"], "up": ["--env", "--ready-timeout", "--detach", "--gpus", "--ca-bundle",
+                                                    "--wheelhouse"],
+    "down": ["--env", "--purge"], "logs": ["--env", "--tail", "--follow"], "exec": ["--env"],
+    "jupyter": ["--env", "--port"], "ssh": ["--env", "--config"], "tunnel": ["--env"],
+    "sanity": ["--env", "--only", "--python", "--suite", "--gpus", "--wait-idle"],
+    "monitor": ["--once", "--interval", "--json"], "image build": ["--env", "--ca-bundle", "--wheelhouse"],
+}
+FLAGS = {"--json", "--detach", "--purge", "--follow", "--config", "--once"}
+NUMBERS = ["nan", "inf", "-inf", "1e300", "0", "-1", "٣", "²", "9" * 5000, "1", "30", "0.5", "1_0", " 5"]
+
+
+def host_args() -> st.SearchStrategy[str]:
+    # never a reachable host and never `local` (that would act on this machine's own Docker)
+    return st.one_of(st.sampled_from([UNREACHABLE, "fz", "@fz", "@nogroup"]), hostile_text()).filter(
+        lambda h: h not in ("local", "a100-box") and not h.startswith("local"))
+
+
+def option_value(option: str) -> st.SearchStrategy[str]:
+    if option in ("--ready-timeout", "--interval", "--tail", "--port", "--wait-idle"):
+        return st.one_of(st.sampled_from(NUMBERS), hostile_text())
+    if option == "--only":
+        return st.one_of(st.sampled_from(["matmul", "gpt,bogus", "", ",,,"]), hostile_text())
+    return hostile_text()
+
+
+@st.composite
+def invocations(draw) -> tuple[list[str], dict[str, str]]:
+    command = draw(st.sampled_from(sorted(COMMANDS)))
+    argv = command.split() + [draw(host_args())]
+    for option in draw(st.lists(st.sampled_from(COMMANDS[command]), max_size=3, unique=True)):
+        argv += [option] if option in FLAGS else [option, draw(option_value(option))]
+    if command in ("exec", "ssh") and draw(st.booleans()):
+        argv += ["--", "touch", CANARY]  # a command for the environment: must never run here
+    env = {}
+    if draw(st.booleans()):
+        name = draw(st.sampled_from(["DEVENV_SSH_KEY", "DEVENV_ENV", "DEVENV_OWNER", "DEVENV_BUILD_CONTEXT",
+                                     "DEVENV_WHEELHOUSE", "DEVENV_BUILD_CA_BUNDLE"]))
+        env[name] = draw(hostile_text())
+    return argv, env
+
+
+def fz_profile() -> st.SearchStrategy[str]:
+    """A host profile for `fz`: reachable only at 127.0.0.1:9, with hostile values in the other fields."""
+    ssh = st.fixed_dictionaries({"hostname": st.just("127.0.0.1"), "port": st.just(9)},
+                                optional={"user": hostile_text(), "identity_file": hostile_text(),
+                                          "proxy_jump": st.lists(hostile_text(), max_size=2),
+                                          "connect_timeout": st.sampled_from([1, "nan", "1e300"])})
+    doc = st.fixed_dictionaries({"ssh": ssh}, optional={"runtime": st.sampled_from(["docker", "host", "auto"]),
+                                                        "groups": st.just(["fz"]), "python": hostile_text(),
+                                                        "default_env": hostile_text()})
+    return doc.map(lambda d: yaml.safe_dump(d, allow_unicode=True))
+
+
+def _substitute(text: str, canary: str) -> str:
+    return text.replace(CANARY, canary)
+
+
+@FUZZ
+@given(call=invocations(), profile=fz_profile())
+def test_fuzzed_command_lines_never_crash_or_run_anything(isolated_home, tmp_path_factory, call, profile):
+    COUNT["cli"] += 1
+    canary = str(tmp_path_factory.getbasetemp() / "cli-canary")
+    folder = isolated_home / "profiles" / "hosts"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "fz.yaml").write_text(_substitute(profile, canary))
+    argv, env = call
+    argv = [_substitute(a, canary) for a in argv]
+    env = {k: _substitute(v, canary) for k, v in env.items()}
+    if any("\x00" in v for v in env.values()):
+        env = {}  # the OS refuses a NUL in an environment variable before devenv sees it
+    result = CliRunner().invoke(main, argv, env=env)
+    code = result.exit_code
+    CODES[code] = CODES.get(code, 0) + 1
+    if os.environ.get("DEVENV_FUZZ_SHOW") and code in (0, 1):
+        print("FUZZ", code, argv[:4], env, result.output[-200:].replace("\n", " | "))
+    assert code != 70 and code in DOCUMENTED, (argv, env, code, result.output[-600:])
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise AssertionError((argv, env, result.output[-600:])) from result.exception
+    assert not os.path.exists(canary), (argv, env)
+
+
+def test_fuzz_cli_count():
+    print(f"\nfuzz (cli): {COUNT['cli']} inputs, exit codes {dict(sorted(CODES.items()))}")
+    assert COUNT["cli"] == 0 or COUNT["cli"] >= 100
+
+
+@given(host=st.sampled_from([h for h in HOSTILE if h.startswith("-") or "\n" in h]))
+@settings(max_examples=40, deadline=None, database=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_option_like_or_multi_line_host_names_are_bad_input(host):
+    for command in ("status", "check", "ssh", "up", "down"):
+        result = CliRunner().invoke(main, [command, "--", host] if command == "status" else [command, "--", host])
+        assert result.exit_code == 2, (command, host, result.output)

@@ -1,0 +1,194 @@
+"""Fuzzing the profile boundary (issue 14): host and environment profiles built from hostile values, YAML soup
+and random bytes. Every input is either a valid profile whose every value is safe for a command line and an
+ssh config, or a ProfileError (exit 2) naming the file; never another exception (exit 70), and never a build
+context with a file from outside images/."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import yaml
+from fuzz_values import HOSTILE, YAML_SOUP, scalar
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from devenv.config import paths, profiles, validate
+from devenv.config.profiles import EnvProfile, HostProfile
+from devenv.env import image_context
+from devenv.env.image_context import BuildInputs
+from devenv.errors import ProfileError
+from devenv.remote import openssh
+
+FUZZ = settings(max_examples=int(os.environ.get("DEVENV_FUZZ_EXAMPLES", "400")), deadline=None, database=None,
+                suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+COUNT: dict[str, int] = {}
+
+SSH_FIELDS = ["alias", "hostname", "user", "port", "identity_file", "proxy_jump", "connect_timeout"]
+HOST_FIELDS = ["description", "runtime", "python", "default_env", "groups", "engine", "gpu_devices"]
+ENV_FIELDS = ["description", "image", "cuda", "torch", "image_size_gb", "ports", "volumes", "env", "shm_size",
+              "gpus", "jupyter", "sshd"]
+# config lines devenv writes for an environment, and nothing else
+CONFIG_KEYS = {"Host", "HostName", "Port", "User", "IdentityFile", "IdentitiesOnly", "HostKeyAlias",
+               "UserKnownHostsFile", "StrictHostKeyChecking", "ServerAliveInterval", "ProxyCommand"}
+
+
+def _counted(name: str) -> None:
+    COUNT[name] = COUNT.get(name, 0) + 1
+
+
+def _valid_or_profile_error(parse, text: str, source: str, doc=None):
+    try:
+        return parse(text, "fz", source)
+    except ProfileError as exc:
+        assert exc.exit_code == 2
+        assert exc.message.startswith(source), exc.message
+        shown = exc.message + (exc.hint or "")
+        for value in _strings(doc):  # a value is never echoed whole: a short prefix at most
+            assert len(value) <= 20 or value not in shown, (value, exc.message)
+        assert "PRIVATE KEY" not in shown
+        return None
+
+
+def _strings(value) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for k, v in value.items() for s in _strings(k) + _strings(v)]
+    if isinstance(value, (list, tuple)):
+        return [s for v in value for s in _strings(v)]
+    return []
+
+
+def _check_host_is_safe(host: HostProfile) -> None:
+    for text in _strings(host.to_dict()):
+        assert validate.text_problem(text) is None, repr(text)
+    if host.ssh is None:
+        return
+    argv = openssh.host_options(host)
+    assert argv[-2] == "--" and not argv[-1].startswith("-")
+    for flag, value in zip(argv, argv[1:]):
+        if flag in ("-l", "-p", "-i", "-J", "-F"):
+            assert not value.startswith("-"), argv
+    entry = openssh.env_config_entry("devenv-fz-cpu", host, 2222, Path("/c/id"), Path("/c/kh"))
+    lines = entry.splitlines()
+    assert len(lines) == len(CONFIG_KEYS)  # one line per key: no value made a line of its own
+    assert {line.split()[0] for line in lines} == CONFIG_KEYS
+
+
+def host_docs() -> st.SearchStrategy[dict]:
+    ssh_value = st.one_of(scalar(), st.sampled_from(["127.0.0.1", "box", "me", 22, "~/.ssh/id", ["bastion"], 5]))
+    ssh = st.dictionaries(st.sampled_from(SSH_FIELDS + ["aliass"]), ssh_value, min_size=1, max_size=5)
+    top = st.dictionaries(st.sampled_from(HOST_FIELDS), scalar(), max_size=4)
+    return st.tuples(ssh, top).map(lambda p: {**p[1], "ssh": p[0]})
+
+
+def env_docs() -> st.SearchStrategy[dict]:
+    value = st.one_of(scalar(), st.sampled_from(["devenv/x:1", "12.8", "2.8.0+cu128", 20, {"jupyter": 8888},
+                                                 {"workspace": "/workspace"}, "16g", "all", [0, 1], True]))
+    return st.dictionaries(st.sampled_from(ENV_FIELDS + ["imag"]), value, max_size=6).map(
+        lambda d: {"image": "devenv/x:1", **d} if "imag" not in d else d)
+
+
+def _dump(doc: dict) -> str:
+    return yaml.safe_dump(doc, allow_unicode=True, sort_keys=False)
+
+
+@FUZZ
+@given(doc=host_docs())
+def test_fuzzed_host_profiles_are_valid_and_safe_or_bad_input(doc):
+    _counted("host profiles")
+    host = _valid_or_profile_error(profiles.parse_host, _dump(doc), "fz.yaml", doc)
+    if host is not None:
+        _check_host_is_safe(host)
+
+
+@FUZZ
+@given(doc=env_docs())
+def test_fuzzed_env_profiles_are_valid_and_safe_or_bad_input(doc):
+    _counted("env profiles")
+    env = _valid_or_profile_error(profiles.parse_env, _dump(doc), "fz.yaml", doc)
+    if env is not None:
+        for text in _strings(env.to_dict()):
+            assert validate.text_problem(text) is None, repr(text)
+        assert validate.image_problem(env.image) is None
+        assert set(env.ports) <= {"jupyter", "ssh"} and all(1 <= p <= 65535 for p in env.ports.values())
+        assert all(p.startswith("/") for p in env.volumes.values())
+        assert env.image_size_gb is None or 0 < env.image_size_gb <= 1e6
+
+
+@FUZZ
+@given(field=st.sampled_from(["description", "ssh.alias", "ssh.port", "groups", "python", "runtime"]),
+       soup=st.sampled_from(YAML_SOUP + HOSTILE), nested=st.booleans())
+def test_yaml_soup_in_any_field_is_bad_input_or_a_plain_value(field, soup, nested):
+    _counted("yaml soup")
+    value = soup.replace("\n", "\n    ") if nested else soup.replace("\n", "\n  ")
+    if field.startswith("ssh."):
+        text = f"ssh:\n  {field[4:]}: {value}\n" + ("" if field == "ssh.alias" else "  alias: box\n")
+    else:
+        text = f"ssh:\n  alias: box\n{field}: {value}\n"
+    host = _valid_or_profile_error(profiles.parse_host, text, "fz.yaml")
+    if host is not None:
+        _check_host_is_safe(host)
+
+
+@FUZZ
+@given(data=st.binary(max_size=200), prefix=st.sampled_from([b"", b"\xff\xfe", b"\xef\xbb\xbf", b"ssh:\n  alias: "]))
+def test_random_bytes_are_bad_input_or_a_profile(isolated_home, data, prefix):
+    _counted("random bytes")
+    folder = isolated_home / "profiles" / "hosts"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "fz.yaml").write_bytes(prefix + data)
+    try:
+        host = profiles.load_host("fz")
+    except ProfileError as exc:
+        assert exc.message.startswith(str(folder / "fz.yaml"))
+    else:
+        _check_host_is_safe(host)
+
+
+_DOCKERFILES = st.one_of(
+    st.sampled_from(["pytorch.Dockerfile", "../pytorch.Dockerfile", "../../outside/Dockerfile", "/etc/passwd",
+                     "OUTSIDE", "OUTSIDE_REL", "./pytorch.Dockerfile", "images/../pytorch.Dockerfile", ".",
+                     "..", "/", "~", "~/Dockerfile", "entrypoint.sh", "link-out"]),
+    st.lists(st.sampled_from(["..", ".", "images", "outside", "Dockerfile", "pytorch.Dockerfile", "", "x"]),
+             min_size=1, max_size=6).map("/".join),
+)
+
+
+@FUZZ
+@given(dockerfile=_DOCKERFILES, named=st.booleans())
+def test_no_build_context_carries_a_file_from_outside(tmp_path_factory, dockerfile, named):
+    _counted("build contexts")
+    base = tmp_path_factory.mktemp("ctx")
+    outside = base / "outside"
+    outside.mkdir()
+    (outside / "Dockerfile").write_text("FROM scratch\n")
+    (outside / "secret").write_text("CANARY-OUTSIDE\n")
+    mine = base / "mine"
+    mine.mkdir()
+    (mine / "Dockerfile").write_text("FROM scratch\n")
+    (mine / "link-out").symlink_to(outside / "secret")
+    images = paths.bundled_dir("images")
+    dockerfile = {"OUTSIDE": str(outside / "Dockerfile"),
+                  "OUTSIDE_REL": os.path.relpath(outside / "Dockerfile", images)}.get(dockerfile, dockerfile)
+    env = EnvProfile(name="fz", source="fz.yaml", image="x", build=profiles.BuildSpec(dockerfile, {}))
+    inputs = BuildInputs(context_dir=mine if named else None)
+    try:
+        files = image_context.context_bytes_for_test(env, inputs)
+    except ProfileError:
+        return
+    allowed = {p.name: p.read_bytes() for p in images.iterdir() if p.is_file()}
+    if named:
+        allowed.update({p.name: p.read_bytes() for p in mine.iterdir() if p.is_file() and not p.is_symlink()})
+    for name, data in files.items():
+        assert b"CANARY-OUTSIDE" not in data, name
+        assert allowed.get(name) == data, name
+
+
+def test_fuzz_count_is_reported():
+    """Runs last in this file (pytest keeps file order): the number of generated profile inputs."""
+    total = sum(COUNT.values())
+    print(f"\nfuzz (profiles): {total} inputs {COUNT}")
+    if len(COUNT) == 5:  # the whole file ran
+        assert total >= 5 * 100, COUNT

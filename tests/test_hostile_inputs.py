@@ -1,0 +1,219 @@
+"""Hostile and broken inputs at the boundary (issue 14): each is bad input (exit 2) with file:line and the
+field, nothing runs, and no error repeats a whole value (a private key pasted by mistake is not printed)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from devenv.cli import main
+from devenv.config import profiles
+from devenv.config.profiles import HostProfile, SSHTarget
+from devenv.errors import DevenvError, ProfileError
+from devenv.remote import openssh
+
+KEY = ("-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQ\n"
+       "-----END OPENSSH PRIVATE KEY-----")
+
+
+def write(home: Path, kind: str, name: str, text: str | bytes) -> Path:
+    folder = home / "profiles" / kind
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name}.yaml"
+    path.write_bytes(text if isinstance(text, bytes) else text.encode())
+    return path
+
+
+def cli(*args: str):
+    return CliRunner().invoke(main, list(args))
+
+
+HOSTILE_HOSTS = [
+    # (profile text, the field the error names)
+    ('ssh:\n  hostname: "-oProxyCommand=touch CANARY"\nruntime: host\n', "ssh.hostname"),
+    ('ssh:\n  alias: "-oProxyCommand=touch CANARY"\nruntime: host\n', "ssh.alias"),
+    ('ssh:\n  alias: box\n  user: "-oProxyCommand=touch CANARY"\nruntime: host\n', "ssh.user"),
+    ('ssh:\n  alias: box\n  identity_file: "/k\\nMatch exec \\"touch CANARY\\""\nruntime: host\n', "ssh.identity_file"),
+    ('ssh:\n  alias: box\n  proxy_jump: ["-oProxyCommand=touch CANARY"]\nruntime: host\n', "ssh.proxy_jump"),
+    ('ssh:\n  alias: box\n  proxy_jump: "bastion,-oProxyCommand=touch CANARY"\nruntime: host\n', "ssh.proxy_jump"),
+    ('ssh:\n  hostname: "box\\u0000x"\nruntime: host\n', "ssh.hostname"),
+    ('ssh:\n  hostname: "box evil"\nruntime: host\n', "ssh.hostname"),
+    ('ssh:\n  alias: box\n  port: "٢٢"\n', "ssh.port"),
+    ('ssh:\n  alias: box\n  port: ' + "9" * 5000 + "\n", "ssh.port"),
+    ('ssh:\n  alias: box\n  connect_timeout: .nan\n', "ssh.connect_timeout"),
+    ('ssh:\n  alias: box\n  connect_timeout: .inf\n', "ssh.connect_timeout"),
+    ('ssh:\n  alias: box\n  connect_timeout: 1e300\n', "ssh.connect_timeout"),
+    ('ssh:\n  alias: box\npython: "python3; touch CANARY"\n', "python"),
+    ('ssh:\n  alias: box\ngroups: ["../x"]\n', "groups[0]"),
+    ('ssh:\n  alias: box\ndescription: !!python/object:os.system "touch CANARY"\n', "tag"),
+    ('ssh:\n  alias: !secret box\n', "tag"),
+]
+
+
+@pytest.mark.parametrize("text,where", HOSTILE_HOSTS)
+def test_hostile_host_profiles_are_bad_input_and_run_nothing(isolated_home, tmp_path, monkeypatch, text, where):
+    canary = tmp_path / "canary"
+    path = write(isolated_home, "hosts", "evil", text.replace("CANARY", str(canary)))
+    with pytest.raises(ProfileError) as err:
+        profiles.load_host("evil")
+    assert err.value.exit_code == 2
+    assert err.value.message.startswith(f"{path}:"), err.value.message
+    assert where in err.value.message, err.value.message
+    assert str(canary) not in err.value.message  # the value is not echoed whole
+    if shutil.which("ssh"):
+        result = cli("ssh", "evil")
+        assert result.exit_code == 2, result.output
+        assert not canary.exists()
+
+
+def test_a_pasted_private_key_is_not_printed(isolated_home):
+    import yaml
+
+    write(isolated_home, "hosts", "oops", yaml.safe_dump({"ssh": {"alias": KEY}}))
+    result = cli("check", "oops")
+    assert result.exit_code == 2
+    assert "PRIVATE KEY" not in result.output and "b3BlbnNzaC1rZXkt" not in result.output
+    assert "oops.yaml:" in result.output and "ssh.alias" in result.output
+
+
+BAD_ENVS = [
+    ("image: ''\n", "image"),
+    ('image: "devenv/x:1\\nRUN evil"\n', "image"),
+    ("image: -x\n", "image"),
+    ("image: a\ngpus: []\n", "gpus"),
+    ("image: a\ngpus: [0, 0]\n", "gpus"),
+    ("image: a\nports: {jupyterr: 8888}\n", "ports.jupyterr"),
+    ("image: a\nports: {jupyter: 0}\n", "ports.jupyter"),
+    ("image: a\nports: {jupyter: 8888, ssh: 8888}\n", "ports"),
+    ("image: a\nvolumes: {workspace: workspace}\n", "volumes.workspace"),
+    ("image: a\nvolumes: {workspace: '/w:/etc'}\n", "volumes.workspace"),
+    ("image: a\nshm_size: 0\n", "shm_size"),
+    ("image: a\nshm_size: 99999999g\n", "shm_size"),
+    ("image: a\nimage_size_gb: .nan\n", "image_size_gb"),
+    ("image: a\nimage_size_gb: 1e300\n", "image_size_gb"),
+    ("image: a\nimage_size_gb: -1\n", "image_size_gb"),
+    ("image: a\nenv: {A: \"x\\u001b[2J\"}\n", "env.A"),
+    ("image: a\nbuild: {dockerfile: \"x\\ny\"}\n", "build.dockerfile"),
+]
+
+
+@pytest.mark.parametrize("text,where", BAD_ENVS)
+def test_bad_env_values_are_refused_with_the_field(isolated_home, text, where):
+    path = write(isolated_home, "envs", "bad", text)
+    with pytest.raises(ProfileError) as err:
+        profiles.load_env("bad")
+    assert err.value.message.startswith(f"{path}:") and where in err.value.message, err.value.message
+
+
+def _bomb() -> str:
+    lines = ['a: &a ["x","x","x","x","x","x","x","x","x"]']
+    for i in range(1, 9):
+        lines.append(f"{chr(97 + i)}: &{chr(97 + i)} [" + ",".join([f"*{chr(96 + i)}"] * 9) + "]")
+    return "\n".join(lines) + "\ndescription: *i\n"
+
+
+BROKEN_FILES = [
+    ("utf16", "ssh:\n  alias: box\n".encode("utf-16"), "UTF-16"),
+    ("latin1", b"description: caf\xe9\nssh:\n  alias: box\n", "not UTF-8"),
+    ("nul", b"ssh:\n  alias: box\x00\n", "NUL"),
+    ("deep", ("x: " + "[" * 5000 + "]" * 5000 + "\n").encode(), "nested"),
+    ("bomb", _bomb().encode(), "aliases"),
+    ("huge", b"description: " + b"x" * 300_000 + b"\nssh: {alias: a}\n", "larger than"),
+]
+
+
+@pytest.mark.parametrize("name,data,words", BROKEN_FILES, ids=[b[0] for b in BROKEN_FILES])
+def test_broken_files_are_bad_input_not_internal_errors(isolated_home, name, data, words):
+    write(isolated_home, "hosts", name, data)
+    result = cli("check", name)
+    assert result.exit_code == 2, (result.exit_code, result.output[-400:], result.exception)
+    assert words in result.output, result.output
+
+
+def test_a_profile_that_is_a_fifo_or_a_device_is_refused_without_hanging(isolated_home):
+    folder = isolated_home / "profiles" / "hosts"
+    folder.mkdir(parents=True)
+    os.mkfifo(folder / "pipe.yaml")
+    (folder / "zero.yaml").symlink_to("/dev/zero")
+    for name in ("pipe", "zero"):
+        result = cli("check", name)
+        assert result.exit_code == 2 and "not a regular file" in result.output, result.output
+    assert cli("profiles", "validate", str(folder / "pipe.yaml")).exit_code == 2
+
+
+@pytest.mark.parametrize("args", [
+    ["up", "127.0.0.1:9", "--ready-timeout", "nan"],
+    ["up", "127.0.0.1:9", "--ready-timeout", "inf"],
+    ["up", "127.0.0.1:9", "--ready-timeout", "1e300"],
+    ["monitor", "127.0.0.1:9", "--once", "--interval", "nan"],
+    ["logs", "127.0.0.1:9", "--tail", "٣"],
+    ["logs", "127.0.0.1:9", "--tail", "²"],
+    ["logs", "127.0.0.1:9", "--tail", "9" * 5000],
+    ["sanity", "127.0.0.1:9", "--only", "bogus"],
+    ["up", "127.0.0.1:9", "--ca-bundle", "/nonexistent.pem"],
+    ["up", "127.0.0.1:9", "--wheelhouse", "/nonexistent"],
+    ["image", "build", "127.0.0.1:9", "--ca-bundle", "/nonexistent.pem"],
+    ["status", "../.."],
+    ["status", "a" * 300],
+    ["status", "-oProxyCommand=x"],
+    ["status", "box:٢٢"],
+])
+def test_bad_options_are_exit_2_before_connecting(args):
+    # 127.0.0.1:9 (discard) is closed: a command that tried to connect would exit 3, not 2
+    result = cli(*args)
+    assert result.exit_code == 2, (result.exit_code, result.output[-400:])
+
+
+def test_a_bad_devenv_ssh_key_is_exit_2_before_connecting(monkeypatch, tmp_path):
+    monkeypatch.setenv("DEVENV_SSH_KEY", str(tmp_path / "missing"))
+    assert cli("status", "127.0.0.1:9").exit_code == 2
+    monkeypatch.setenv("DEVENV_SSH_KEY", "/k\nMatch exec true")
+    assert cli("status", "127.0.0.1:9").exit_code == 2
+
+
+# --- OpenSSH command lines and config, whatever made the HostProfile -------------------------------------
+
+def _host(**ssh) -> HostProfile:
+    return HostProfile(name="box", source="test", ssh=SSHTarget(**ssh))
+
+
+@pytest.mark.parametrize("ssh", [
+    {"hostname": "-oProxyCommand=touch /tmp/x"}, {"alias": "-oProxyCommand=touch /tmp/x"},
+    {"alias": "box", "user": "-oProxyCommand=x"}, {"alias": "box", "identity_file": "/k\nMatch exec true"},
+    {"alias": "box", "proxy_jump": ("-oProxyCommand=x",)}, {"alias": "box\nMatch exec true"},
+])
+def test_ssh_argv_and_config_refuse_option_like_or_multi_line_values(ssh):
+    with pytest.raises(DevenvError) as err:
+        openssh.host_options(_host(**ssh))
+    assert err.value.exit_code == 2
+    with pytest.raises(DevenvError):
+        openssh.env_config_entry("devenv-box-cpu", _host(**ssh), 2222, Path("/c/id"), Path("/c/kh"))
+
+
+def test_every_ssh_argv_puts_the_destination_after_double_dash():
+    argv = openssh.host_options(_host(hostname="10.0.0.5", user="me", port=22))
+    assert argv[-2:] == ["--", "10.0.0.5"]
+    entry = openssh.env_config_entry("devenv-box-cpu", _host(alias="box", identity_file="/k/50%h"), 2222,
+                                     Path("/c/id"), Path("/c/kh"))
+    proxy = next(line for line in entry.splitlines() if "ProxyCommand" in line)
+    assert "-i /k/50%%h " in proxy  # a literal % is not a token
+    assert proxy.endswith("-W %h:%p -- box")
+
+
+@pytest.mark.parametrize("path", ["/c/id\nMatch exec \"touch /tmp/x\"", '/c/"id', "/c/\x00id"])
+def test_config_entries_refuse_paths_that_cannot_be_quoted(path):
+    with pytest.raises(DevenvError):
+        openssh.env_config_entry("devenv-local-cpu", HostProfile(name="local", source="t", local=True), 2222,
+                                 Path(path), Path("/c/kh"))
+    with pytest.raises(DevenvError):
+        openssh.known_hosts_line("devenv-local-cpu", "ssh-ed25519 AAAA\nMatch exec true")
+
+
+def test_a_path_with_a_blank_is_quoted():
+    entry = openssh.env_config_entry("devenv-local-cpu", HostProfile(name="local", source="t", local=True), 2222,
+                                     Path("/my keys/id"), Path("/c/kh"))
+    assert 'IdentityFile "/my keys/id"' in entry
