@@ -60,3 +60,9 @@ class CommandTimeout(DevenvError):
         )
         self.command = command
         self.timeout = timeout
+
+
+class BadInputError(DevenvError):
+    """An argument that cannot be used as given (a path outside the workspace, a port that is taken)."""
+
+    exit_code = 2

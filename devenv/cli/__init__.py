@@ -18,6 +18,8 @@ from devenv.errors import DevenvError
 COMMANDS: dict[str, tuple[str, str]] = {
     "check": ("check_cmd", "Check HOST before touching it: SSH, OS, disk, Docker, NVIDIA driver, toolkit, CUDA "
                            "and arch compatibility."),
+    "code": ("code_cmd", "Open VS Code (Remote-SSH) on the environment's workspace on HOST."),
+    "completion": ("completion_cmd", "Print the completion script for SHELL."),
     "compat": ("compat_cmd", "Tell whether a driver, CUDA version, GPU and PyTorch build work together."),
     "down": ("down_cmd", "Stop and remove the environment on HOST. The workspace is kept for the next `up` "
                          "unless --purge."),
@@ -35,9 +37,13 @@ COMMANDS: dict[str, tuple[str, str]] = {
                              "repeatable results, and GPT- and ResNet-style training in fp32, TF32, "
                              "fp16 + GradScaler and bf16."),
     "ssh": ("ssh_cmd", "Open a shell inside the environment on HOST (or run COMMAND after --), with OpenSSH."),
+    "ssh-config": ("sshconfig_cmd", "Let every ssh tool see devenv's environment entries (one Include line in "
+                                    "your ssh config)."),
     "status": ("status_cmd", "Environments on HOSTs (profiles, @groups, ssh aliases or user@host[:port]; default: "
                              "your host profiles and this machine, not the bundled examples), read from the "
                              "hosts themselves."),
+    "sync": ("sync_cmd", "Copy LOCAL_DIR (default: here) into the environment's workspace on HOST over its ssh "
+                         "entry (rsync)."),
     "tunnel": ("tunnel_cmd", "Forward environment PORTs to this machine's 127.0.0.1 (same port, or LOCAL) until "
                              "Ctrl-C."),
     "up": ("up_cmd", "Make (or reattach to) the environment on HOST: check, image, container, Jupyter and sshd, "
@@ -55,6 +61,10 @@ class DevenvGroup(click.Group):
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name not in self.commands and cmd_name in COMMANDS:
             importlib.import_module(f"devenv.cli.{COMMANDS[cmd_name][0]}")  # its decorator registers it on main
+        if os.environ.get("_DEVENV_COMPLETE") and cmd_name in self.commands:  # the shell is completing
+            from devenv.cli.completion_cmd import attach_completers
+
+            attach_completers(self.commands[cmd_name])
         return self.commands.get(cmd_name)
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
@@ -94,9 +104,10 @@ class DevenvGroup(click.Group):
 
 
 def report_error(message: str, hint: str | None) -> None:
-    click.secho(f"Error: {message}", fg="red", err=True)
+    color = False if os.environ.get("NO_COLOR") else None  # the command's context may be gone by now
+    click.secho(f"Error: {message}", fg="red", err=True, color=color)
     if hint:
-        click.secho(f"Hint: {hint}", fg="yellow", err=True)
+        click.secho(f"Hint: {hint}", fg="yellow", err=True, color=color)
 
 
 @click.group(cls=DevenvGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -105,6 +116,8 @@ def report_error(message: str, hint: str | None) -> None:
               help="Log each remote command (exit code, duration) and each reconnect to stderr; also DEVENV_DEBUG=1.")
 def main(verbose: bool) -> None:
     """A ready PyTorch GPU environment on any GPU machine you can SSH into, and proof that it delivers."""
+    if os.environ.get("NO_COLOR"):  # https://no-color.org: any non-empty value turns colour off
+        click.get_current_context().color = False
     if verbose or os.environ.get("DEVENV_DEBUG"):
         from devenv.cli.debug_log import setup_logging
 

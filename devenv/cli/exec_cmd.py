@@ -15,9 +15,14 @@ from devenv.services.session import open_env
 @click.argument("host")
 @env_option
 @accept_new_host_option
+@click.option("-t", "--tty", "tty", is_flag=True, help="Give the command a terminal (pty): editors, REPLs, top.")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
-def exec(host: str, env: str | None, accept_new_host: bool, command: tuple[str, ...]) -> None:  # noqa: A001
+def exec(host: str, env: str | None, accept_new_host: bool, tty: bool,  # noqa: A001
+         command: tuple[str, ...]) -> None:
     """Run COMMAND in the environment on HOST (put `--` before it), streaming its output.
+
+    Piped stdin (`echo hi | devenv exec HOST -- cat`) reaches the command; -t gives it a terminal. Both go
+    through the environment's sshd with your OpenSSH (as `devenv ssh` does).
 
     Exits with the command's exit code (3 when the host cannot be reached). HOST may be an @group: the
     command runs on every host in parallel, each host's output is printed under its name, and the exit code
@@ -29,6 +34,10 @@ def exec(host: str, env: str | None, accept_new_host: bool, command: tuple[str, 
     if host.startswith("@"):
         _exec_group(host_names([host]), env, accept_new_host, argv)
         return
+    from devenv.cli.exec_ssh import exec_over_ssh, stdin_has_input
+
+    if tty or stdin_has_input():
+        exec_over_ssh(host, env, accept_new_host, argv, tty)  # exits, unless the environment is right here
     with open_env(host, env, accept_new_host=accept_new_host) as session:
         chunks, exit_code = session.backend.exec(session.env.name, argv)
         for out, err in chunks:

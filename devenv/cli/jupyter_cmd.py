@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import webbrowser
 
 import click
@@ -9,6 +10,7 @@ import click
 from devenv.cli import main
 from devenv.cli.common import accept_new_host_option, env_option
 from devenv.cli.envcommon import hold
+from devenv.cli.ports import require_free
 from devenv.services.session import open_env
 
 
@@ -17,15 +19,24 @@ from devenv.services.session import open_env
 @env_option
 @accept_new_host_option
 @click.option("--port", "-p", "local_port", type=click.IntRange(1, 65535),
-              help="Local port (default: the profile's, or a free one if it is taken).")
+              help="Local port; an error when it is taken (default: the profile's, or a free one if that is taken).")
 @click.option("--open", "open_browser", is_flag=True, help="Open the URL in a browser.")
+@click.option("--json", "as_json", is_flag=True, help="Print the URL and ports as one JSON line (docs/json.md).")
 def jupyter_cmd(host: str, env: str | None, accept_new_host: bool, local_port: int | None,
-                open_browser: bool) -> None:
+                open_browser: bool, as_json: bool) -> None:
     """Open a tunnel to the environment's Jupyter on HOST and print its URL (with the token) until Ctrl-C."""
+    if local_port:
+        require_free(local_port, "--port")
     with open_env(host, env, accept_new_host=accept_new_host) as session:
         access = session.backend.jupyter_access(session.env.name)
     url, tunnel = session.open_jupyter(access, local_port)  # None: already on this machine's 127.0.0.1
-    click.echo(url)
+    if as_json:
+        local = tunnel.forwards[0].local_port if tunnel is not None else access.port
+        click.echo(json.dumps({"schema_version": 1, "host": host, "env": access.status.env, "url": url,
+                               "local_port": local, "host_port": access.port,
+                               "tunnel": tunnel.kind if tunnel is not None else None}))
+    else:
+        click.echo(url)
     if open_browser:
         webbrowser.open(url)
     if tunnel is not None:

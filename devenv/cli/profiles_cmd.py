@@ -37,9 +37,21 @@ def list_profiles(as_json: bool) -> None:
         click.echo(f"{row['kind']:<5} {row['name']:<20} {row['origin']:<8} {row['source']}")
 
 
+class KindChoice(click.Choice):
+    """host | env, one spelling everywhere; the plural (hosts | envs) is still taken, unlisted."""
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, str) and value in ("hosts", "envs"):
+            value = value[:-1]
+        return super().convert(value, param, ctx)
+
+
+KIND = KindChoice(["host", "env"])
+
+
 @profiles_group.command("show")
 @click.argument("name")
-@click.option("--kind", type=click.Choice(["host", "env"]), help="Which kind, when a host and an env share a name.")
+@click.option("--kind", type=KIND, help="Which kind, when a host and an env share a name.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def show(name: str, kind: str | None, as_json: bool) -> None:
     """Show one profile as devenv reads it (defaults filled in)."""
@@ -56,9 +68,10 @@ def show(name: str, kind: str | None, as_json: bool) -> None:
 
 @profiles_group.command("validate")
 @click.argument("files", nargs=-1, type=click.Path(path_type=Path))
-@click.option("--kind", type=click.Choice(["hosts", "envs"]), help="Kind of FILES when their folder does not say.")
+@click.option("--kind", type=KIND, help="Kind of FILES when their folder does not say.")
 def validate(files: tuple[Path, ...], kind: str | None) -> None:
     """Validate FILES, or every bundled and user profile when none is given."""
+    kind = kind + "s" if kind else None
     targets = list(files) or [
         profiles.source_of(k, n) for k in profiles.KINDS for n in profiles.names(k)
     ]

@@ -43,15 +43,18 @@ def status(hosts: tuple[str, ...], accept_new_host: bool, as_json: bool) -> None
     else:
         rows = [s for _, found, _ in results for s in found]
         if rows:
-            header = (f"{'HOST':<14} {'ENV':<12} {'OWNER':<10} {'STATE':<11} {'JUPYTER':<16} {'SSH':<16} "
+            # host-side ports: on each host's loopback, not this machine's (`devenv jupyter` / `tunnel` forward them)
+            header = (f"{'HOST':<14} {'ENV':<12} {'OWNER':<10} {'STATE':<11} {'JUPYTER@HOST':<16} {'SSH@HOST':<16} "
                       f"{'GPUS':<8} SPEC")
             click.echo(click.style(header, bold=True))
             for s in rows:
                 state = click.style(f"{s.state:<11}", fg=STATE_COLOR.get(s.state))
-                jup = f"127.0.0.1:{s.ports['jupyter']}" if "jupyter" in s.ports else "-"
-                ssh = f"127.0.0.1:{s.ports['ssh']}" if "ssh" in s.ports else "-"
+                jup = f"host:{s.ports['jupyter']}" if "jupyter" in s.ports else "-"
+                ssh = f"host:{s.ports['ssh']}" if "ssh" in s.ports else "-"
                 click.echo(f"{s.host:<14} {s.env:<12} {s.owner:<10} {state} {jup:<16} {ssh:<16} {s.gpus or '-':<8} "
                            f"{(s.spec_hash or '-')[:12]}{'  ' + s.detail if s.detail else ''}")
+            click.echo("Ports are on each host's own 127.0.0.1, not this machine's: `devenv jupyter HOST` or "
+                       "`devenv tunnel HOST PORT` forwards them here.")
         elif not failed:
             click.echo(f"No environments on {', '.join(names)}.")
         for name, error in failed:

@@ -9,6 +9,7 @@ import click
 from devenv.cli import main
 from devenv.cli.common import accept_new_host_option, env_option
 from devenv.cli.envcommon import hold
+from devenv.cli.ports import require_free
 from devenv.errors import DevenvError
 from devenv.services.session import open_env
 
@@ -20,14 +21,21 @@ _SPEC = re.compile(r"^(\d{1,5})(?::(\d{1,5}))?$")
 @click.argument("ports", nargs=-1, required=True, metavar="PORT[:LOCAL]...")
 @env_option
 @accept_new_host_option
-def tunnel(host: str, ports: tuple[str, ...], env: str | None, accept_new_host: bool) -> None:
-    """Forward environment PORTs to this machine's 127.0.0.1 (same port, or LOCAL) until Ctrl-C."""
+@click.option("--json", "as_json", is_flag=True, help="Print the forwards as one JSON line (docs/json.md).")
+def tunnel(host: str, ports: tuple[str, ...], env: str | None, accept_new_host: bool, as_json: bool) -> None:
+    """Forward environment PORTs to this machine's 127.0.0.1 (same port, or LOCAL) until Ctrl-C.
+
+    A LOCAL port that is taken is an error; without LOCAL, a taken PORT gives a free one (printed).
+    """
     wanted_ports = []
     for spec in ports:
         match = _SPEC.match(spec)
         if not match or not all(0 < int(p) < 65536 for p in match.groups() if p):
             raise click.BadParameter(f"'{spec}' is not PORT or PORT:LOCAL", param_hint="PORTS")
         wanted_ports.append((int(match.group(1)), int(match.group(2)) if match.group(2) else None))
+    for _, local in wanted_ports:
+        if local:
+            require_free(local, "LOCAL")
     with open_env(host, env, accept_new_host=accept_new_host) as session:
         env_profile = session.env
         status = session.backend.find(env_profile.name)
@@ -35,6 +43,9 @@ def tunnel(host: str, ports: tuple[str, ...], env: str | None, accept_new_host: 
         raise DevenvError(f"the environment '{env_profile.name}' on {host} is not running",
                           f"start it with `devenv up {host}`")
     if session.host.local:  # this machine reaches the container's address directly
+        if as_json:
+            _json(host, env_profile.name, [(status.address, rport, rport) for rport, _ in wanted_ports], None)
+            return
         for rport, _ in wanted_ports:
             click.echo(f"{status.address}:{rport} -> {env_profile.name}:{rport} (no tunnel needed here)")
         return
@@ -42,6 +53,16 @@ def tunnel(host: str, ports: tuple[str, ...], env: str | None, accept_new_host: 
     wanted: list[tuple[str, str, int, int | None]] = [
         (f"port {rport}", status.address, rport, local or rport) for rport, local in wanted_ports]
     tun = session.forward(wanted)
-    for f in tun.forwards:
+    if as_json:
+        _json(host, env_profile.name, [("127.0.0.1", f.local_port, f.remote_port) for f in tun.forwards], tun.kind)
+    for f in tun.forwards if not as_json else []:
         click.echo(f"127.0.0.1:{f.local_port} -> {env_profile.name}:{f.remote_port}")
     hold(tun, host)
+
+
+def _json(host: str, env: str, forwards: list[tuple[str, int, int]], kind: str | None) -> None:
+    import json
+
+    rows = [{"local": f"{address}:{local}", "local_port": local, "env_port": remote}
+            for address, local, remote in forwards]
+    click.echo(json.dumps({"schema_version": 1, "host": host, "env": env, "tunnel": kind, "forwards": rows}))

@@ -30,9 +30,14 @@ from devenv.services.session import open_env
 @click.option("--allow-busy", is_flag=True, help="With gpus: N, take busy GPUs when too few are free.")
 @build_input_options
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON (implies --detach).")
+@click.option("--devcontainer", "devcontainer", metavar="PATH",
+              help="A devcontainer.json (or a project folder with .devcontainer/) to build on; default: the one "
+                   "in the current folder, if any.")
+@click.option("--sync", "sync_dir", metavar="DIR", type=click.Path(exists=True, file_okay=False),
+              help="Copy the project folder DIR into the workspace once it is up (see `devenv sync`).")
 def up(host: str, env: str | None, accept_new_host: bool, detach: bool, assume_yes: bool, ready_timeout: float,
        gpus: str | None, allow_busy: bool, ca_bundle: str | None, wheelhouse: str | None, offline: bool,
-       as_json: bool) -> None:
+       as_json: bool, devcontainer: str | None, sync_dir: str | None) -> None:
     """Make (or reattach to) the environment on HOST: check, image, container, Jupyter and sshd, tunnels.
 
     Running it again is safe: a running environment with the same spec is only reattached; a changed one is
@@ -43,23 +48,58 @@ def up(host: str, env: str | None, accept_new_host: bool, detach: bool, assume_y
     events = ProgressPrinter()
     with open_env(host, env, accept_new_host=accept_new_host, events=events) as session:
         session.use_gpus(gpus)
+        from devenv.cli import devcontainer_up
+
+        found = devcontainer_up.find(devcontainer)
+        dc = found[0] if found else None
+        if dc is not None:
+            devcontainer_up.apply(session, dc)
         if not (detach or as_json):
             session.prestart_tunnels()
         result = session.up(options)
+        if dc is not None:
+            devcontainer_up.after_up(session, result, dc)
     events.done()
     env_profile = session.env
+    if sync_dir:
+        from devenv.cli.sync_cmd import sync_after_up
+
+        sync_after_up(host, env, accept_new_host, sync_dir)
     if as_json:
-        emit_json({"host": host, "env": env_profile.name, "action": result.action,
+        emit_json({"schema_version": 1, "host": host, "env": env_profile.name, "action": result.action,
                    "image": result.image_action, "elapsed_s": round(result.elapsed_s, 3),
-                   "status": result.status.to_dict(), "notes": result.notes})
+                   "status": result.status.to_dict(), "notes": result.notes,
+                   "jupyter": _jupyter_json(host, session.host.local, session.jupyter_of(result)),
+                   "devcontainer": None if dc is None else {
+                       "source": dc.source, "image": env_profile.image, "forward_ports": list(dc.forward_ports),
+                       "tunnel_commands": devcontainer_up.port_notes(host, dc)}})
         return
     click.secho(f"Environment '{env_profile.name}' on {host} {result.action} in {result.elapsed_s:.1f} s",
                 fg="green", bold=True)
     access = session.jupyter_of(result)
     if detach or access is None or (session.host.local and access.relay is None):
         print_access(session, env_profile, result.status, result.token, detach=detach)
+        for note in devcontainer_up.port_notes(host, dc) if dc is not None else []:
+            click.echo(f"  {note}")
         return
     url, tunnel = session.open_jupyter(access)
     print_access(session, env_profile, result.status, result.token, detach=False, jupyter_url=url)
-    if tunnel is not None:
-        hold(tunnel, host)
+    ports = devcontainer_up.open_forwards(session, result, dc) if dc is not None else None
+    try:
+        if tunnel is not None:
+            hold(tunnel, host)
+    finally:
+        if ports is not None:
+            ports.close()
+
+
+def _jupyter_json(host: str, local: bool, access) -> dict | None:
+    """Where Jupyter is: its URL when this machine reaches it as is (a local host), else how to tunnel to it."""
+    from devenv.services import jupyter
+
+    if access is None:
+        return None
+    direct = local and access.relay is None
+    return {"url": jupyter.lab_url(access.port, access.token) if direct else None,
+            "host_port": access.port, "token": access.token,
+            "tunnel_command": None if direct else f"devenv jupyter {host} --env {access.status.env} --json"}

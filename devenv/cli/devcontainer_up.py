@@ -1,0 +1,83 @@
+"""`up` with a project's devcontainer.json (found in the current folder, or named with --devcontainer).
+
+The devcontainer's image is the base of devenv's own image; its environment variables, postCreateCommand
+(once, when the container is made) and postStartCommand (whenever it starts) and forwardPorts are honoured;
+what devenv cannot honour is printed, never dropped silently.
+"""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+import click
+
+from devenv.env.devcontainer import Devcontainer, overlay, parse
+from devenv.errors import BadInputError, DevenvError
+
+
+def find(named: str | None) -> tuple[Devcontainer, Path] | None:
+    """(the devcontainer, the project root) named by --devcontainer (a file or a project folder), else the one
+    in the current folder, else None."""
+    candidates: list[Path]
+    if named:
+        path = Path(named).expanduser().resolve()
+        candidates = [path] if path.is_file() else [path / ".devcontainer" / "devcontainer.json",
+                                                     path / ".devcontainer.json"]
+    else:
+        here = Path.cwd()
+        candidates = [here / ".devcontainer" / "devcontainer.json", here / ".devcontainer.json"]
+    for candidate in candidates:
+        if candidate.is_file():
+            root = candidate.parent.parent if candidate.parent.name == ".devcontainer" else candidate.parent
+            folder = str(candidate.parent.relative_to(root)) if candidate.parent != root else "."
+            return parse(candidate.read_text(), str(candidate), folder), root
+    if named:
+        raise BadInputError(f"no devcontainer.json at {named}",
+                            "name the file, or a folder that has .devcontainer/devcontainer.json")
+    return None
+
+
+def apply(session, dc: Devcontainer) -> None:
+    """Lay the devcontainer under the session's environment profile; say what is not honoured."""
+    env, notes = overlay(session.env, dc)
+    session.env = env
+    click.echo(f"Using {dc.source}: image {dc.image} under devenv's ({env.image})", err=True)
+    for note in notes:
+        click.secho(f"  not honoured: {note}", fg="yellow", err=True)
+
+
+def after_up(session, result, dc: Devcontainer) -> None:
+    """postCreateCommand when the container was made, postStartCommand whenever it (re)started."""
+    commands = []
+    if result.action in ("created", "recreated"):
+        commands += [("postCreateCommand", c) for c in dc.post_create]
+    if result.action in ("created", "recreated", "started"):
+        commands += [("postStartCommand", c) for c in dc.post_start]
+    workspace = session.env.volumes.get("workspace", "/workspace")
+    for key, command in commands:
+        click.echo(f"Running {key}: {command}", err=True)
+        script = f"cd {shlex.quote(workspace)} && {command}"
+        chunks, exit_code = session.backend.exec(session.env.name, ["sh", "-c", script])
+        for out, err in chunks:
+            for data in (out, err):
+                if data:
+                    click.echo(data.decode(errors="replace"), nl=False, err=True)
+        code = exit_code()
+        if code:
+            raise DevenvError(f"{key} failed with exit code {code}: {command}",
+                              "fix it in devcontainer.json; the environment is up: `devenv exec HOST -- sh` to look")
+
+
+def port_notes(host: str, dc: Devcontainer) -> list[str]:
+    return [f"forwardPorts {p}: devenv tunnel {host} {p}" for p in dc.forward_ports]
+
+
+def open_forwards(session, result, dc: Devcontainer):
+    """Tunnels for forwardPorts (each on the same local port when free), or None."""
+    if not dc.forward_ports or session.host.local or not result.status.address:
+        return None
+    tunnel = session.forward([(f"port {p}", result.status.address, p, p) for p in dc.forward_ports])
+    for f in tunnel.forwards:
+        click.echo(f"  forwardPorts: 127.0.0.1:{f.local_port} -> {session.env.name}:{f.remote_port}")
+    return tunnel

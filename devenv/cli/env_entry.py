@@ -1,0 +1,52 @@
+"""The environment as the user's own ssh tools reach it (sync, code, exec with stdin): entry and workspace.
+
+A container environment is reached through the entry `devenv ssh` writes (devenv's ssh config, alias
+devenv-HOST-ENV); an environment on the bare host through the host's own ssh; one on this machine directly.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+from devenv.config.profiles import EnvProfile, HostProfile
+from devenv.errors import DevenvError
+from devenv.remote import openssh
+from devenv.remote.rsync import Target
+from devenv.services.session import open_env
+
+
+def ssh_binary() -> str:
+    found = shutil.which("ssh")
+    if not found:
+        raise DevenvError("OpenSSH's `ssh` is not installed on this machine",
+                          "install openssh-client (apt install openssh-client)")
+    return found
+
+
+def env_target(host: str, env: str | None, accept_new_host: bool) -> tuple[HostProfile, EnvProfile, Target]:
+    """(host, env, where its workspace is) for a running environment; its ssh entry is written fresh."""
+    from devenv.services.ssh_entry import ssh_files
+
+    with open_env(host, env, accept_new_host=accept_new_host) as session:
+        env_profile, host_profile = session.env, session.host
+        if session.traits.shell_on_host:  # the environment is the host: its workspace folder there
+            if session.backend.find(env_profile.name) is None:
+                raise DevenvError(f"no environment '{env_profile.name}' on {host}", f"start it: devenv up {host}")
+            workspace = session.backend.volumes(env_profile.name)[0]
+            if host_profile.local:
+                return host_profile, env_profile, Target((), None, os.path.expanduser(workspace))
+            options = openssh.host_options(host_profile)
+            # ssh lands in the user's home: the workspace relative to it, so no remote `~` is needed
+            return host_profile, env_profile, Target((ssh_binary(), *options[:-1]), options[-1],
+                                                     workspace.removeprefix("~/"))
+        if not session.traits.containers:
+            raise DevenvError(f"sync and code reach container and bare-host environments; {host} runs "
+                              f"'{host_profile.runtime}'", "use `devenv exec` there")
+        alias, _ = session.ssh_alias()
+    if alias is None:
+        raise DevenvError(f"the environment '{env_profile.name}' on {host} has no sshd of its own",
+                          "set `sshd: true` in its profile and run `devenv up` again")
+    config, _ = ssh_files()
+    workspace = env_profile.volumes.get("workspace", "/workspace")
+    return host_profile, env_profile, Target((ssh_binary(), "-F", str(config)), alias, workspace)
