@@ -40,7 +40,7 @@ def _session_sshds(listener: int) -> set[int]:
 
 
 def _kill_sessions(testhost) -> int:
-    listener = int((Path(os.environ["DEVENV_TESTHOST_DIR"]) / "sshd.pid").read_text().split()[0])
+    listener = int((testhost.dir / "sshd.pid").read_text().split()[0])  # the fixture knows where setup put it
     sessions = _session_sshds(listener)
     for pid in sessions:
         os.kill(pid, signal.SIGKILL)
