@@ -14,6 +14,11 @@ if [ "${DEVENV_SSHD:-1}" = 1 ]; then
         echo "devenv: /etc/devenv/authorized_keys is missing: sshd would let nobody in" >&2
         exit 1
     fi
+    # Commands run over ssh (`devenv exec` with stdin or -t) see the environment's DEVENV_* settings, as
+    # `docker exec` does. sshd takes its first SetEnv line only, so the whole line is written anew each start.
+    extra=$(env | grep -E '^DEVENV_[A-Z0-9_]+=[A-Za-z0-9._:/@+-]*$' | sort | tr '\n' ' ' || true)
+    sed -i "s|^SetEnv .*|SetEnv PATH=/opt/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+VIRTUAL_ENV=/opt/venv ${extra}|" /etc/ssh/sshd_config.d/00-devenv.conf
     mkdir -p /run/sshd
     /usr/sbin/sshd -t   # a broken config fails the start, loudly, instead of a restart loop
     (

@@ -24,7 +24,7 @@ from monitor_helpers import replay_sshd
 from sshd_fixture import free_port, make_key
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
-IMAGE = "devenv-test/pytorch:slim"   # built on podman by test_env_podman's fixture (`devenv image build`)
+IMAGE = "devenv-test/pytorch:slim"   # built on podman by the podman_slim_image fixture (conftest.py)
 UUID0 = "GPU-35c64b04-2d7b-9f48-2883-3f9d4b9d7f59"
 CDI = """\
 cdiVersion: "0.3.0"
@@ -50,10 +50,8 @@ def podman(*args: str) -> subprocess.CompletedProcess:
 
 
 @pytest.fixture
-def gpubox(tmp_path, testhost):
-    if podman("image", "exists", IMAGE).returncode != 0:
-        pytest.fail(f"{IMAGE} is not on podman: run tests/integration/environments/test_env_podman.py first "
-                    "(its fixture builds it)")
+def gpubox(tmp_path, testhost, podman_slim_image):
+    assert podman_slim_image == IMAGE
     token = secrets.token_hex(4)
     cdi = Path("/etc/cdi") / f"devenv-test-{token}.yaml"
     cdi.parent.mkdir(exist_ok=True)

@@ -9,12 +9,10 @@ from __future__ import annotations
 
 import json
 import secrets
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import EnvUnderTest, base_environ, read_url
+from conftest import PodmanEnv, base_environ, docker_names, podman, read_url
 from jupyter_client import JupyterClient
 from sshd_fixture import free_port
 
@@ -22,44 +20,6 @@ from testhost import apply_testhost_env
 
 pytestmark = pytest.mark.integration
 HOST = "testbox-podman"
-
-
-def podman(*args: str, check: bool = False) -> subprocess.CompletedProcess:
-    return subprocess.run(["podman", *args], capture_output=True, text=True, check=check, timeout=120)
-
-
-def docker_names() -> list[str]:
-    return subprocess.run(["docker", "ps", "-a", "--format", "{{.Names}}"], capture_output=True, text=True,
-                          timeout=60).stdout.split()
-
-
-class PodmanEnv(EnvUnderTest):
-    def containers(self) -> list[str]:
-        return podman("ps", "-a", "--filter", f"label=org.devenv.env={self.name}",
-                      "--format", "{{.Names}}").stdout.split()
-
-    def volumes(self) -> list[str]:
-        return podman("volume", "ls", "-q", "--filter", f"label=org.devenv.env={self.name}").stdout.split()
-
-    def remove_everything(self) -> None:
-        for name in self.containers():
-            podman("rm", "-f", name)
-        for volume in self.volumes():
-            podman("volume", "rm", "-f", volume)
-
-
-@pytest.fixture(scope="session")
-def podman_slim_image(testhost, tmp_path_factory) -> str:
-    """The slim test image built on podman by `devenv image build` (buildah behind podman's Docker API)."""
-    if shutil.which("podman") is None:
-        pytest.fail("podman is not installed: testhost/setup installs it (run it again)")
-    home = tmp_path_factory.mktemp("podman-image-home")
-    shutil.copytree(testhost.env["DEVENV_HOME"], home, dirs_exist_ok=True)
-    env = PodmanEnv("slim-image", home, base_environ(testhost.env, home))
-    env.write_profile()
-    env.run("image", "build", HOST, "--env", "slim-image", "-q", timeout=900)
-    assert podman("image", "exists", "devenv-test/pytorch:slim").returncode == 0
-    return "devenv-test/pytorch:slim"
 
 
 @pytest.fixture
