@@ -188,3 +188,17 @@ async def test_the_sm_column_and_its_sort_in_the_tui():
         assert rows[0].split()[5] == "99" and rows[-1].split()[5] == "-", "unknown SM shown as -, never 0"
         await pilot.press("o")
         assert panel.sort == SORTS[(SORTS.index("sm") + 1) % len(SORTS)]
+
+
+def test_the_loop_as_run_on_the_h200():
+    """The process loop itself, run by dash on the H200 under two loads (tests/fixtures/pmon/loop_frames.txt):
+    pmon asked by UUID answers, and the heavy process gets 99 %, the light one the driver's "-"."""
+    lines = (PMON / "loop_frames.txt").read_text().splitlines()
+    frames = list(read_apps_frames(iter(lines)))
+    assert len(frames) == 3
+    uuid = lines[-1].split(", ")[1]
+    for frame in frames:
+        assert frame.sm_error is None and frame.me == "root"
+        processes = with_sm(frame.processes, frame.sm, {uuid: 0})
+        assert {p.pid: (p.sm_pct, p.user, p.command.split()[-1]) for p in processes} == {
+            452: (99, "root", "h"), 453: (None, "root", "l")}
