@@ -61,7 +61,7 @@ load 120 busy 0; LOAD=$(cat "$W/busy.pid"); say "load pid $LOAD on GPU 0"; sleep
 devenv up gpu-host --env one --detach --json >"$W/up-busy.json" 2>"$W/up-busy.err"; code=$?
 say "up exit=$code"; grep -E "Picked GPU|busy|Error" "$W/up-busy.err" | head -5 | tee -a "$OUT/proof.log"
 if [ "$code" = 0 ]; then
-  devenv exec gpu-host --env one -- python3 -c 'import os, torch; print("CUDA_VISIBLE_DEVICES", os.environ.get("CUDA_VISIBLE_DEVICES"), "torch sees", torch.cuda.device_count(), torch.cuda.get_device_name(0))' 2>&1 | tee -a "$OUT/proof.log"
+  devenv exec gpu-host --env one -- /tmp/gpu-python -c 'import os, torch; print("CUDA_VISIBLE_DEVICES", os.environ.get("CUDA_VISIBLE_DEVICES"), "torch sees", torch.cuda.device_count(), torch.cuda.get_device_name(0))' 2>&1 | tee -a "$OUT/proof.log"
   devenv status gpu-host 2>&1 | tee -a "$OUT/proof.log"
   devenv down gpu-host --env one --yes >>"$W/down.log" 2>&1; say "down exit=$?"
 fi
@@ -69,7 +69,7 @@ kill "$LOAD" 2>/dev/null; gone "$LOAD"; sleep 2
 step "1b. up with gpus: 1, every GPU idle (expect GPU 0)"
 devenv up gpu-host --env one --detach --json >"$W/up-idle.json" 2>"$W/up-idle.err"; say "up exit=$?"
 grep -E "Picked GPU" "$W/up-idle.err" | tee -a "$OUT/proof.log"
-devenv exec gpu-host --env one -- python3 -c 'import os, torch; print("CUDA_VISIBLE_DEVICES", os.environ.get("CUDA_VISIBLE_DEVICES"), "torch sees", torch.cuda.device_count(), torch.cuda.get_device_name(0))' 2>&1 | tee -a "$OUT/proof.log"
+devenv exec gpu-host --env one -- /tmp/gpu-python -c 'import os, torch; print("CUDA_VISIBLE_DEVICES", os.environ.get("CUDA_VISIBLE_DEVICES"), "torch sees", torch.cuda.device_count(), torch.cuda.get_device_name(0))' 2>&1 | tee -a "$OUT/proof.log"
 devenv down gpu-host --env one --yes >>"$W/down.log" 2>&1; say "down exit=$?"
 
 step "2. sanity --suite full with all $GPUS GPU(s)"
@@ -84,13 +84,27 @@ for c in v.get("checks", []):
         print(" ", c.get("status", "").upper(), t[:200])
 PY
 
-step "3. multi-node sanity script, one node, $GPUS rank(s), NCCL; monitor --once --json during its DDP phase"
+step "3. multi-node sanity script, one node, $GPUS rank(s), NCCL; then monitor --once --json during a DDP run"
 cp devenv/sanity/scripts/multinode.py "$W/multinode.py"
 ( cd "$W" && "$TORCH_PY" -m torch.distributed.run --nnodes=1 --nproc-per-node="$GPUS" --rdzv-backend=c10d \
-    --rdzv-endpoint=127.0.0.1:29611 multinode.py multi.json multi >multi.log 2>&1; echo "multi exit=$?" >>multi.log ) &
+    --rdzv-endpoint=127.0.0.1:29611 multinode.py multi.json multi >multi.log 2>&1; echo "multi exit=$?" >>multi.log )
+tail -n 2 "$W/multi.log" | tee -a "$OUT/proof.log"
+cat >"$W/ddp_load.py" <<'PY'
+import os, time, torch, torch.distributed as dist, torch.nn as nn
+dist.init_process_group("nccl"); r = int(os.environ["LOCAL_RANK"]); torch.cuda.set_device(r)
+m = nn.parallel.DistributedDataParallel(nn.Sequential(*[nn.Linear(4096, 4096) for _ in range(8)]).cuda(), device_ids=[r])
+opt = torch.optim.SGD(m.parameters(), lr=1e-4); x = torch.randn(512, 4096, device="cuda"); end = time.time() + 40; n = 0
+while time.time() < end:
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        loss = m(x).float().pow(2).mean()
+    opt.zero_grad(); loss.backward(); opt.step(); n += 1
+torch.cuda.synchronize(); print(f"ddp rank {r}/{dist.get_world_size()}: {n} steps", flush=True); dist.destroy_process_group()
+PY
+( cd "$W" && "$TORCH_PY" -m torch.distributed.run --nnodes=1 --nproc-per-node="$GPUS" --rdzv-backend=c10d \
+    --rdzv-endpoint=127.0.0.1:29613 ddp_load.py >ddp.log 2>&1; echo "ddp exit=$?" >>ddp.log ) &
 RUN=$!
-for i in 1 2 3 4 5 6; do sleep 4; devenv monitor gpu-host --once --json >"$W/monitor-$i.json" 2>>"$W/monitor.err"; done
-wait $RUN; tail -n 2 "$W/multi.log" | tee -a "$OUT/proof.log"
+for i in 1 2 3 4 5 6; do sleep 5; devenv monitor gpu-host --once --json >"$W/monitor-$i.json" 2>>"$W/monitor.err"; done
+wait $RUN; grep -E "steps|exit=" "$W/ddp.log" | tee -a "$OUT/proof.log"
 ( cd "$W" && "$TORCH_PY" -m torch.distributed.run --nnodes=1 --nproc-per-node=1 --rdzv-backend=c10d \
     --rdzv-endpoint=127.0.0.1:29612 multinode.py single.json single >single.log 2>&1; echo "single exit=$?" >>single.log )
 tail -n 1 "$W/single.log" | tee -a "$OUT/proof.log"

@@ -92,7 +92,9 @@ def test_bare_host_env_sees_only_the_gpu_it_was_given(bare_gpubox):
     assert environ_of(int(json.loads(fixed.stdout)["status"]["container"]))["CUDA_VISIBLE_DEVICES"] == "0"
 
     # two free GPUs asked for, one free: nothing is started, and the busy GPU's process is named
-    short = devenv("up", "bare", "--env", "two", "--detach")
+    short = devenv("up", "bare", "--env", "two", "--detach", "--json")
     assert short.returncode == 1, short.stderr
-    assert f"GPU 0 is busy with pid {other_pid}" in short.stderr + short.stdout
+    assert short.stdout == "", "stdout is for the JSON result: the failed preflight goes to stderr"
+    error = next(line for line in short.stderr.splitlines() if line.startswith("Error:"))
+    assert f"GPU 0 is busy with pid {other_pid}" in error, short.stderr   # the one line says why
     assert "two" not in [e["env"] for e in json.loads(devenv("status", "bare", "--json").stdout)["environments"]]
