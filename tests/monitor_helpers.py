@@ -108,16 +108,17 @@ class FixedSampler:
 
 
 def replay_sshd(workdir: Path, key, *, env: dict[str, str] | None = None, replay: bool = True,
-                port: int | None = None) -> SSHD:
+                port: int | None = None, path: str | None = None, namespace_setup: str = "") -> SSHD:
     """An sshd whose sessions get PATH=<tests/replay>:/usr/bin:/bin (so `nvidia-smi` is the replay) and env.
 
     HOME is an empty folder too: bash run by sshd sources ~/.bashrc, and this machine's root .bashrc runs
     `pyenv rehash`, whose lock file stays behind (hanging every later session) when a test kills a session."""
-    path = f"{REPLAY_DIR}:/usr/bin:/bin" if replay else "/usr/bin:/bin"
+    path = path or (f"{REPLAY_DIR}:/usr/bin:/bin" if replay else "/usr/bin:/bin")
     home = Path(workdir) / "home"
     home.mkdir(parents=True, exist_ok=True)
     pairs = " ".join(f"{k}={v}" for k, v in {"PATH": path, "HOME": home, **(env or {})}.items())
-    return SSHD(workdir, authorized_keys=[key.public], extra_config=f"SetEnv {pairs}\nMaxSessions 32\n", port=port)
+    return SSHD(workdir, authorized_keys=[key.public], extra_config=f"SetEnv {pairs}\nMaxSessions 32\n", port=port,
+                namespace_setup=namespace_setup)
 
 
 def trust(server: SSHD) -> None:

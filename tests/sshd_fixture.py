@@ -67,7 +67,8 @@ class SSHD:
     """One sshd on 127.0.0.1:<free port>; a context manager (start on enter, stop on exit)."""
 
     def __init__(self, workdir: Path, *, authorized_keys: list[str], host_key_type: str = "ed25519",
-                 extra_config: str = "", port: int | None = None, clean_shell: bool = True):
+                 extra_config: str = "", port: int | None = None, clean_shell: bool = True,
+                 namespace_setup: str = ""):
         self.workdir = Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.port = port or free_port()
@@ -81,6 +82,7 @@ class SSHD:
             subprocess.run(["ssh-keygen", "-q", "-t", host_key_type, "-N", "", "-f", str(self.host_key)], check=True)
         self.config_path.write_text(self._config(extra_config))
         self.clean_shell = clean_shell
+        self.namespace_setup = namespace_setup  # more sh commands run in that private mount namespace (mounts)
         self.bashrc = self.workdir / "root.bashrc"
         self.bashrc.touch()
         self.proc: subprocess.Popen | None = None
@@ -125,7 +127,8 @@ Subsystem sftp {SFTP_SERVER}
         if self.clean_shell and _can_unshare():
             rc = Path(pwd.getpwnam("root").pw_dir) / ".bashrc"
             script = (f"{{ [ ! -e {rc} ] || mount --bind {shlex.quote(str(self.bashrc))} {rc}; }} && "
-                      f"exec {shlex.join(argv)}")
+                      + (f"{{ {self.namespace_setup}; }} && " if self.namespace_setup else "")
+                      + f"exec {shlex.join(argv)}")
             argv = ["unshare", "--mount", "--propagation", "private", "sh", "-c", script]  # exec: same pid
         self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                      stderr=subprocess.PIPE)

@@ -251,7 +251,7 @@ def test_the_process_loop_reports_ps_details_of_a_real_process():
 
     fake = f"printf '%s\\n' '{os.getpid()}, python3, 100, GPU-1'"
     script = apps_loop_script(once=True).replace(
-        "nvidia-smi --query-compute-apps=pid,process_name,used_memory,gpu_uuid --format=csv,noheader,nounits", fake)
+        "nvidia_smi --query-compute-apps=pid,process_name,used_memory,gpu_uuid --format=csv,noheader,nounits", fake)
     out = subprocess.run(["sh", "-c", script], capture_output=True, text=True, timeout=30).stdout
     [frame] = read_apps_frames(iter(out.splitlines()))
     [proc] = frame.processes

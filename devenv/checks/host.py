@@ -25,9 +25,10 @@ DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 PROBES: dict[str, str] = {
     "os": "uname -srm; cat /etc/os-release 2>/dev/null",
-    "gpus": f"command -v nvidia-smi >/dev/null 2>&1 || exit 127; {nvsmi.INVENTORY_COMMAND} 2>&1",
-    "nvsmi_header": "command -v nvidia-smi >/dev/null 2>&1 || exit 127; out=$(nvidia-smi 2>&1); rc=$?; "
-                    "printf '%s\\n' \"$out\" | head -n 4; exit $rc",
+    "gpus": nvsmi.preamble() + "command -v nvidia-smi >/dev/null 2>&1 || exit 127; "
+            f"{nvsmi.INVENTORY_COMMAND.replace('nvidia-smi', nvsmi.CALL, 1)} 2>&1",
+    "nvsmi_header": nvsmi.preamble() + "command -v nvidia-smi >/dev/null 2>&1 || exit 127; out=$(nvidia_smi 2>&1); "
+                    "rc=$?; printf '%s\\n' \"$out\" | head -n 4; exit $rc",
     "docker_version": "command -v docker >/dev/null 2>&1 || exit 127; docker version --format '{{json .}}'",
     "docker_info": "command -v docker >/dev/null 2>&1 || exit 127; docker info --format '{{json .}}'",
     # The GPU hook must be on *dockerd's* PATH, not ours: read it from the daemon's environment when we may.

@@ -10,6 +10,7 @@ import click
 
 from devenv.cli import main
 from devenv.cli.common import (
+    EXIT_FAILED,
     accept_new_host_option,
     connect,
     env_option,
@@ -47,7 +48,8 @@ def monitor(hosts: tuple[str, ...], once: bool, as_json: bool, interval: float, 
     """Watch GPUs, processes, logs and environments on HOSTs (default: every host with a running environment).
 
     HOSTs are profiles, @groups, ssh aliases or user@host[:port]. --once exits 3 when a host could not be
-    reached (the others are still shown; a host without a GPU is reported, not an error), 2 for a bad name.
+    reached (the others are still shown; a host without a GPU is reported, not an error), 1 when a host was
+    reached but its nvidia-smi failed (a driver mismatch, a lost GPU, no answer), 2 for a bad name.
     """
     bind = None
     if prometheus is not None:
@@ -103,7 +105,10 @@ def look_once(host_profiles, accept_new_host: bool, codes: dict[str, int] | None
         try:
             conn = connect(profile, accept_new_host)
             getattr(conn, "open", lambda: None)()  # connection errors here, with their own exit code
-            return sample_once(conn)
+            snapshot = sample_once(conn)
+            if snapshot.state == ERROR and codes is not None:
+                codes[profile.name] = EXIT_FAILED  # reached, but its nvidia-smi failed: a failed check, not 3
+            return snapshot
         except DevenvError as e:
             if codes is not None:
                 codes[profile.name] = e.exit_code

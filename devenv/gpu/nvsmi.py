@@ -20,6 +20,30 @@ def query_command(fields: tuple[str, ...] | list[str]) -> str:
     return f"nvidia-smi --query-gpu={','.join(fields)} --format=csv,noheader,nounits"
 
 
+# Where nvidia-smi lives when a session's PATH lacks it: the driver packages' /usr/bin, WSL2's
+# /usr/lib/wsl/lib (on PATH only in login shells there), NVIDIA's container images' /usr/local/nvidia/bin.
+SEARCH_DIRS = ("/usr/bin", "/usr/local/bin", "/usr/lib/wsl/lib", "/usr/local/nvidia/bin")
+# A wedged driver makes nvidia-smi hang; a healthy one answers a query in well under a second.
+ANSWER_S = 10
+CALL = "nvidia_smi"  # the shell function preamble() defines
+
+
+def preamble(nvidia_smi: str = "nvidia-smi", limit_s: int | None = ANSWER_S) -> str:
+    """Shell lines to put before commands that call nvidia-smi as `nvidia_smi` (CALL): PATH gets SEARCH_DIRS
+    appended, and each call is cut off after limit_s (exit 124, explain_failure says so) where `timeout`
+    exists. limit_s None: PATH only (for a stream that is meant to run on)."""
+    path = 'PATH="${PATH:+$PATH:}' + ":".join(SEARCH_DIRS) + '"; export PATH; '
+    if limit_s is None:
+        return path
+    return (path + f'{CALL}() {{ if command -v timeout >/dev/null 2>&1; then timeout -k 2 {limit_s} {nvidia_smi} "$@"; '
+            f'else {nvidia_smi} "$@"; fi; }}\n')
+
+
+def guarded(command: str, nvidia_smi: str = "nvidia-smi", limit_s: int = ANSWER_S) -> str:
+    """`command` (which calls `nvidia-smi` or nvidia_smi's path) with nvidia-smi found and timed by preamble()."""
+    return preamble(nvidia_smi, limit_s) + command.replace(nvidia_smi, CALL)
+
+
 INVENTORY_COMMAND = query_command(INVENTORY_FIELDS)
 # The plain table's first lines hold "CUDA Version: X.Y", the newest CUDA this driver supports.
 HEADER_COMMAND = "nvidia-smi | head -n 4"
@@ -109,6 +133,25 @@ def explain_failure(output: str, exit_code: int) -> tuple[str, str]:
     if exit_code == 127 or "not found" in text and "nvidia-smi" in text:
         return ("no NVIDIA driver: nvidia-smi is not installed on this host",
                 "install the NVIDIA driver (e.g. `apt install nvidia-driver` / `ubuntu-drivers install`)")
+    if exit_code in (124, 137) and not output.strip():
+        return (f"nvidia-smi did not answer within {ANSWER_S} s (a hung driver or a GPU in a bad state)",
+                "look for Xid errors (`sudo dmesg | grep -i xid`) and processes stuck in D state; the GPU may need "
+                "a reset (`nvidia-smi -r`) or the host a reboot")
+    if "driver/library version mismatch" in text or exit_code == 18:
+        return ("the NVIDIA kernel module and the user-space driver libraries differ in version (the driver was "
+                "upgraded but the old module is still loaded)",
+                "reboot the host (or unload and reload the nvidia modules); check `cat /proc/driver/nvidia/version` "
+                "against `nvidia-smi --version`")
+    lost = re.search(r"unable to determine the device handle for gpu\s*([0-9a-f:.]+)", text)
+    if lost or "gpu is lost" in text or exit_code == 15:
+        where = f"the GPU at PCI {lost.group(1).upper()}" if lost else "a GPU"
+        return (f"{where} is lost (fallen off the bus): nvidia-smi lists none of the host's GPUs while it is",
+                "look for Xid 79 in `sudo dmesg | grep -i xid`; the GPU needs a reset or the host a reboot; "
+                "until then `nvidia-smi -i <index>` still shows the healthy GPUs")
+    if "failed to initialize nvml" in text or exit_code == 12:
+        last = output.strip().splitlines()[-1] if output.strip() else "no output"
+        return (f"nvidia-smi cannot initialise NVML: {last}",
+                "reinstall or repair the NVIDIA driver (its libnvidia-ml.so); check `dmesg | grep -i nvrm`")
     if "couldn't communicate with the nvidia driver" in text or exit_code == 9:
         return ("nvidia-smi is installed but cannot talk to the NVIDIA driver (module not loaded, or a "
                 "driver/library version mismatch after an upgrade)",

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from devenv.gpu.nvsmi import parse_csv
+from devenv.gpu.nvsmi import CALL, parse_csv, preamble
 from devenv.gpu.nvsmi import to_int as _int
 from devenv.gpu.sample import ProcessSample, apps_query_command, container_from_cgroup, parse_apps_csv
 
@@ -31,11 +31,11 @@ UNATTRIBUTED_UTIL_PCT = 10
 
 def occupancy_script(nvidia_smi: str = "nvidia-smi") -> str:
     """One frame (see the module doc). Ancestor chains are read with the shell's `read`, at most 64 deep."""
-    return f"""\
-g=$({nvidia_smi} --query-gpu={','.join(OCC_GPU_FIELDS)} --format=csv,noheader,nounits 2>&1)
+    return preamble(nvidia_smi) + f"""\
+g=$({CALL} --query-gpu={','.join(OCC_GPU_FIELDS)} --format=csv,noheader,nounits 2>&1)
 echo "{BEGIN} $?"
 [ -n "$g" ] && printf '%s\\n' "$g"
-out=$({apps_query_command(nvidia_smi)} 2>&1)
+out=$({apps_query_command(CALL)} 2>&1)
 echo "@apps $?"
 [ -n "$out" ] && printf '%s\\n' "$out"
 pids=

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 
 from devenv.errors import ConnectError, DevenvError, HostKeyError
-from devenv.gpu.nvsmi import explain_failure
+from devenv.gpu.nvsmi import CALL, explain_failure, preamble
 from devenv.gpu.sample import (
     APPS_BEGIN,
     APPS_END,
@@ -112,9 +112,9 @@ def apps_loop_script(nvidia_smi: str = "nvidia-smi", every_s: float = 5.0, once:
     """The process stream: one POSIX shell loop. Per frame it starts nvidia-smi and, if there are GPU
     processes, one ps and one `nvidia-smi pmon -c 1` per 4 GPUs that have them (their SM %); cgroups are read
     with the shell's own `read`, without starting anything. No frame opens an SSH session."""
-    return f"""\
+    return preamble(nvidia_smi) + f"""\
 while :; do
-  out=$({apps_query_command(nvidia_smi)} 2>&1)
+  out=$({apps_query_command(CALL)} 2>&1)
   echo "{APPS_BEGIN} $?"
   echo "@me ${{USER:-$(id -un)}}"
   [ -n "$out" ] && printf '%s\\n' "$out"
@@ -137,7 +137,7 @@ DEVENV_EOF
     while [ $# -gt 0 ]; do
       ids=$1; shift; n=1
       while [ $# -gt 0 ] && [ $n -lt {PMON_MAX_GPUS} ]; do ids="$ids,$1"; shift; n=$((n + 1)); done
-      pm=$({pmon_command(nvidia_smi)} "$ids" 2>&1)
+      pm=$({pmon_command(CALL)} "$ids" 2>&1)
       echo "@pmon $?"
       printf '%s\\n' "$pm" | while read -r l; do echo "@pm $l"; done
     done
@@ -174,7 +174,7 @@ def negotiate_fields(conn: Connection, nvidia_smi: str = "nvidia-smi", timeout: 
     dropped, so its column is NA) and the first samples. Raises NoGpu or DevenvError."""
     fields = list(GPU_FIELDS)
     for _ in range(len(GPU_FIELDS)):
-        result = conn.run(gpu_query_command(fields, nvidia_smi), timeout=timeout)
+        result = conn.run(preamble(nvidia_smi) + gpu_query_command(fields, CALL), timeout=timeout)
         if result.ok:
             t = clock()
             samples = [s for s in (parse_gpu_line(line, t, tuple(fields)) for line in result.stdout.splitlines())
@@ -200,7 +200,7 @@ def _failure(host: str, result: Result) -> DevenvError:
 
 def gpu_stream_command(fields: tuple[str, ...], interval: float, nvidia_smi: str = "nvidia-smi") -> str:
     # exec: the login shell becomes nvidia-smi, so the stream is exactly one process on the host.
-    return f"exec {gpu_query_command(fields, nvidia_smi)} -lms {max(int(interval * 1000), 100)}"
+    return f"{preamble(limit_s=None)}exec {gpu_query_command(fields, nvidia_smi)} -lms {max(int(interval * 1000), 100)}"
 
 
 def container_names(conn: Connection, timeout: float = 15) -> dict[str, str]:
