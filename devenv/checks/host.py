@@ -29,6 +29,8 @@ PROBES: dict[str, str] = {
             f"{nvsmi.INVENTORY_COMMAND.replace('nvidia-smi', nvsmi.CALL, 1)} 2>&1",
     "nvsmi_header": nvsmi.preamble() + "command -v nvidia-smi >/dev/null 2>&1 || exit 127; out=$(nvidia_smi 2>&1); "
                     "rc=$?; printf '%s\\n' \"$out\" | head -n 4; exit $rc",
+    # MIG mode apart from the inventory: a driver that refuses the field must not cost the GPU list
+    "mig": nvsmi.preamble() + f"{nvsmi.CALL} --query-gpu=index,mig.mode.current --format=csv,noheader,nounits",
     "docker_version": "command -v docker >/dev/null 2>&1 || exit 127; docker version --format '{{json .}}'",
     "docker_info": "command -v docker >/dev/null 2>&1 || exit 127; docker info --format '{{json .}}'",
     # The GPU hook must be on *dockerd's* PATH, not ours: read it from the daemon's environment when we may.
@@ -229,6 +231,22 @@ def judge_gpus(
                                    "mixed models on one host: pin jobs to one model (CUDA_VISIBLE_DEVICES); "
                                    "DDP runs at the slowest GPU's pace"))
     return results, inventory, driver_cuda
+
+
+def judge_mig(out: Output) -> list[CheckResult]:
+    """A warning per GPU in MIG mode: CUDA sees its MIG instances, not the GPU (NVML reports no utilisation)."""
+    if out.exit_code != 0:
+        return []
+    results = []
+    for row in nvsmi.parse_csv(out.stdout, ("index", "mig.mode.current")):
+        if (row["mig.mode.current"] or "").lower() == "enabled":
+            results.append(CheckResult(
+                f"gpu.{row['index']}.mig", f"GPU {row['index']} MIG", WARN,
+                "MIG mode is on: CUDA and containers see its MIG instances (`nvidia-smi -L`), not the whole GPU",
+                "fine to run in one instance (its share of memory and SMs; no utilisation is reported); for the "
+                "whole GPU: `sudo nvidia-smi -i INDEX -mig 0` and reset it; sanity speeds are judged per instance",
+                {"mig_mode": "Enabled"}))
+    return results
 
 
 def judge_toolkit(out: Output, info: dict[str, Any] | None, has_gpu: bool, wants_gpu: bool) -> CheckResult:

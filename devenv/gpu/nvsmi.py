@@ -133,7 +133,7 @@ def explain_failure(output: str, exit_code: int) -> tuple[str, str]:
     if exit_code == 127 or "not found" in text and "nvidia-smi" in text:
         return ("no NVIDIA driver: nvidia-smi is not installed on this host",
                 "install the NVIDIA driver (e.g. `apt install nvidia-driver` / `ubuntu-drivers install`)")
-    if exit_code in (124, 137) and not output.strip():
+    if exit_code in (124, 137):
         return (f"nvidia-smi did not answer within {ANSWER_S} s (a hung driver or a GPU in a bad state)",
                 "look for Xid errors (`sudo dmesg | grep -i xid`) and processes stuck in D state; the GPU may need "
                 "a reset (`nvidia-smi -r`) or the host a reboot")
@@ -142,7 +142,8 @@ def explain_failure(output: str, exit_code: int) -> tuple[str, str]:
                 "upgraded but the old module is still loaded)",
                 "reboot the host (or unload and reload the nvidia modules); check `cat /proc/driver/nvidia/version` "
                 "against `nvidia-smi --version`")
-    lost = re.search(r"unable to determine the device handle for gpu\s*([0-9a-f:.]+)", text)
+    lost = re.search(r"unable to determine the device handle for gpu\s*([0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-9a-f])",
+                     text)
     if lost or "gpu is lost" in text or exit_code == 15:
         where = f"the GPU at PCI {lost.group(1).upper()}" if lost else "a GPU"
         return (f"{where} is lost (fallen off the bus): nvidia-smi lists none of the host's GPUs while it is",

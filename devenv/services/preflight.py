@@ -83,6 +83,8 @@ def run_check(
     gpu_checks, inventory, _driver_cuda = hc.judge_gpus(out["gpus"], out["nvsmi_header"], wants_gpu)
     add(*gpu_checks)
     if inventory:
+        add(*hc.judge_mig(out["mig"]))
+    if inventory:
         add(*gpu_use.judge_gpu_use(out["gpu_use"].stdout, env.gpus, allow_busy=allow_busy, host=host.name,
                                    t=time.time()))
     if engine is not None:

@@ -9,12 +9,15 @@ and removed afterwards. The laptop never imports torch: it parses JSON lines and
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
+from devenv.checks.report import NO_GPU
 from devenv.errors import CommandFailed, CommandTimeout, DevenvError
 from devenv.gpu import choose as gpu_choose
+from devenv.gpu.nvsmi import explain_failure
 from devenv.gpu.occupancy import Occupancy, RunIdentity, describe_gpu, foreign
 from devenv.remote.base import Connection, quote
 from devenv.sanity import SCRIPT_NAME, script_bytes
@@ -83,7 +86,8 @@ def run_sanity(conn: Connection, python: str = "python3", suite: str = "quick",
         raise DevenvError(f"unknown sanity stage(s): {', '.join(unknown)}", f"choose from: {', '.join(STAGES)}")
     started = time.monotonic()
     _check_python(conn, python)
-    before, choice = _before_run(host_conn, conn.name, gpus, among, allow_busy, wait_idle, on_wait)
+    no_gpu_why: list[str] = []
+    before, choice = _before_run(host_conn, conn.name, gpus, among, allow_busy, wait_idle, on_wait, no_gpu_why)
     visible = f"CUDA_VISIBLE_DEVICES={quote(','.join(u for u in choice.uuids if u))} " if choice else ""
     pid: dict[str, int] = {}
 
@@ -117,13 +121,15 @@ def run_sanity(conn: Connection, python: str = "python3", suite: str = "quick",
         me = RunIdentity(pid.get("run"), container)
         shared, sharing = _sharing(host_conn, report, [before, *during], me, choice)
     verdict = judge_report(report, table, shared=shared, allow_busy=allow_busy)
+    if verdict.status == NO_GPU and no_gpu_why:  # say why the host has no GPU to offer, as check does
+        verdict = replace(verdict, summary=f"{verdict.summary}; the host's nvidia-smi: {no_gpu_why[0]}")
     return SanityReport(host=conn.name, suite=suite, report=report, verdict=verdict,
                         wall_s=time.monotonic() - started, log_tail=log_tail, sharing=sharing)
 
 
 def _before_run(host_conn: Connection | None, host: str, gpus: str | None, among: list[int] | None,
-                allow_busy: bool, wait_idle: float | None, on_wait: Callable[[str], None] | None
-                ) -> tuple[Occupancy | None, gpu_choose.Choice | None]:
+                allow_busy: bool, wait_idle: float | None, on_wait: Callable[[str], None] | None,
+                no_gpu_why: list[str] | None = None) -> tuple[Occupancy | None, gpu_choose.Choice | None]:
     """(the look at the host's GPUs just before the run, the GPUs chosen for it: None = as the run finds them).
     Waits for free GPUs when asked to."""
     asked = gpus if gpus not in (None, "all") else None
@@ -142,6 +148,10 @@ def _before_run(host_conn: Connection | None, host: str, gpus: str | None, among
     if not before.gpus:
         if asked:
             raise DevenvError(f"cannot choose GPUs on {host}: {before.error}", "check the driver with `devenv check`")
+        if no_gpu_why is not None:
+            code = re.search(r"exit code (\d+)", before.error or "")
+            what, _ = explain_failure(before.error or "", int(code.group(1)) if code else -1)
+            no_gpu_why.append(what)
         return None, None  # no GPU to watch: the run itself will say so (no-gpu)
     if not asked:
         return before, None

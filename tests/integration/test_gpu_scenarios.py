@@ -10,6 +10,7 @@ error or verdict with the reason, no traceback, no exit 70, no hang.
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import os
 import shlex
@@ -72,7 +73,10 @@ def host(gpu_host, isolated_home):
     (profiles / "gpubox.yaml").write_text(ssh + "  user: root\nruntime: docker\ndefault_env: cuda\n")
     (profiles / "barebox.yaml").write_text(ssh + f"  user: root\nruntime: host\npython: {TORCH_PYTHON}\n"
                                            "default_env: cuda\n")
-    (profiles / "nodocker.yaml").write_text(ssh + "  user: devenv-nodocker\nruntime: docker\ndefault_env: cuda\n")
+    envs = isolated_home / "profiles" / "envs"
+    envs.mkdir(parents=True)
+    cuda = (REPLAY_DIR.parent.parent / "profiles" / "envs" / "cuda.yaml").read_text()
+    (envs / "huge.yaml").write_text(cuda.replace("image_size_gb: 16", "image_size_gb: 100000"))
     yield gpu_host
     pool.close_all()
 
@@ -90,28 +94,118 @@ def show(*args: str):
     return r
 
 
-SCENARIOS = ["", "no-driver", "mismatch", "lost", "zero", "hang", "na", "mig", "mixed", "driver-470", "driver-535",
-             "rtx5090", "p100", "gtx750ti"]
+def check_json(name: str = "barebox", *args: str):
+    result = cli("check", name, "--json", *args)
+    return result, {c["id"]: c for c in json.loads(result.stdout)["checks"]}
 
 
-@pytest.mark.parametrize("scenario", SCENARIOS)
-def test_explore(host, scenario):
-    host.set(scenario)
-    show("check", "gpubox", "--json")
-    show("check", "barebox")
-    show("monitor", "barebox", "--once", "--json")
+def monitor_json(name: str = "barebox"):
+    result = cli("monitor", name, "--once", "--json")
+    [snap] = json.loads(result.stdout[:result.stdout.rindex("}") + 1])["hosts"]
+    return result, snap
 
 
-@pytest.mark.parametrize("scenario,where", [("", "wsl"), ("", "nowhere"), ("hang", "path")])
-def test_explore2(host, scenario, where):
+# scenario, where nvidia-smi is, the driver check (status, words), monitor (state, exit code)
+BROKEN = [
+    ("no-driver", "path", "cannot talk to the NVIDIA driver", "no-gpu", 0),
+    ("mismatch", "path", "kernel module and the user-space driver libraries differ", "error", 1),
+    ("lost", "path", "the GPU at PCI 0000:00:07.0 is lost", "error", 1),
+    ("zero", "path", "the NVIDIA driver sees no GPU", "no-gpu", 0),
+    ("", "nowhere", "nvidia-smi is not installed", "no-gpu", 0),
+    ("hang", "path", "did not answer within 10 s", "error", 1),
+]
+
+
+@pytest.mark.parametrize("scenario,where,words,state,monitor_code", BROKEN, ids=[f"{b[0] or 'absent'}" for b in BROKEN])
+def test_a_broken_driver_is_one_clear_failure_everywhere(host, scenario, where, words, state, monitor_code):
     host.set(scenario, where)
-    show("check", "barebox")
-    show("monitor", "barebox", "--once", "--json")
+    result, checks = check_json()
+    assert result.exit_code == 1
+    driver = checks["nvidia.driver"]
+    assert driver["status"] == "fail" and words in driver["value"], driver
+    assert driver["remedy"] and "run nvidia-smi on the host to see the full error" not in driver["remedy"]
+    assert not [c for c in checks if c.startswith("gpu.")]  # no GPU rows invented
+    text = cli("check", "barebox")
+    assert text.exit_code == 1 and words in text.output and "NOT ready" in text.output
+
+    result, snap = monitor_json()
+    assert snap["state"] == state and words in snap["message"] and snap["hint"], snap
+    assert result.exit_code == monitor_code, result.output
+
+    up = cli("up", "gpubox", "--detach")
+    assert up.exit_code == 1, up.output
+    assert "gpubox is not ready for 'cuda': NVIDIA driver (" in up.output and words in up.output
+    assert "Hint:" in up.output and "Traceback" not in up.output
+
+    sanity = cli("sanity", "barebox", "--only", "matmul", "--no-save")
+    assert sanity.exit_code == 4, sanity.output  # no GPU proven, with the host's reason
+    assert "nothing about a GPU was proven" in sanity.output and words in sanity.output, sanity.output
 
 
-@pytest.mark.parametrize("scenario", ["", "mismatch"])
-def test_explore3(host, scenario):
+def test_nvidia_smi_only_in_wsl_folder_is_found(host):
+    host.set("", "wsl")  # /usr/lib/wsl/lib/nvidia-smi, not on the session's PATH (WSL2 outside a login shell)
+    result, checks = check_json()
+    assert checks["nvidia.driver"]["status"] == "pass", checks["nvidia.driver"]
+    assert "NVIDIA H200" in checks["gpu.0"]["value"]
+    result, snap = monitor_json()
+    assert snap["state"] == "ok" and snap["gpus"][0]["name"] == "NVIDIA H200" and result.exit_code == 0
+
+
+# scenario -> (check id, status, words in its value), the check's exit code
+JUDGED = [
+    ("na", "gpu.0", "warn", "unknown model, memory N/A, compute capability N/A", None),
+    ("na", "compat.*torch-arch", "warn", "the GPU's compute capability is not known", None),
+    ("mixed", "gpu.mixed", "warn", "NVIDIA A100-SXM4-80GB, NVIDIA H200", 0),
+    ("mixed", "gpu.1", "pass", "NVIDIA A100-SXM4-80GB, 80 GiB, compute capability 8.0", 0),
+    ("driver-470", "compat.*driver", "fail", "below 525.60.13, the minimum for CUDA 12.x", 1),
+    ("driver-535", "compat.*driver", "warn", "minor-version compatibility", 0),
+    ("rtx5090", "compat.*torch-arch", "pass", "carries sm_120 SASS", None),
+    ("p100", "compat.*torch-arch", "fail", "has no SASS for sm_60", 1),
+    ("gtx750ti", "compat.*torch-arch", "fail", "has no SASS for sm_50", 1),
+    ("mig", "gpu.0.mig", "warn", "MIG mode is on", None),
+]
+
+
+@pytest.mark.parametrize("scenario,check_id,status,words,code", JUDGED, ids=[f"{j[0]}-{j[1]}" for j in JUDGED])
+def test_unusual_gpus_and_drivers_are_judged(host, scenario, check_id, status, words, code):
     host.set(scenario)
-    show("up", "gpubox", "--detach")
-    show("sanity", "barebox", "--only", "matmul")
-    show("check", "nodocker")
+    result, checks = check_json()
+    found = [c for cid, c in checks.items() if fnmatch.fnmatch(cid, check_id)]
+    assert found, sorted(checks)
+    assert any(c["status"] == status and words in c["value"] for c in found), found
+    if code is not None:
+        assert result.exit_code == code, result.output
+    result, snap = monitor_json()
+    assert snap["state"] == "ok" and result.exit_code == 0, snap
+
+
+def test_a_disk_smaller_than_the_image_stops_up_before_anything_is_made(host):
+    host.set("")
+    result, checks = check_json("gpubox", "--env", "huge")
+    assert checks["disk"]["status"] == "fail" and "image needs ~100000 GB" in checks["disk"]["value"]
+    up = cli("up", "gpubox", "--env", "huge", "--detach")
+    assert up.exit_code == 1 and "Free disk" in up.output and "Hint:" in up.output, up.output
+    assert "Building" not in up.output and "Creating" not in up.output
+
+
+def test_a_dead_docker_daemon_stops_up_with_the_start_hint(host):
+    host.set("")
+    docker = host.pathbin / "docker"  # the real docker client, pointed at a socket nobody serves
+    docker.write_text(f"#!/bin/sh\nDOCKER_HOST=unix://{host.root}/dead.sock exec /usr/bin/docker \"$@\"\n")
+    docker.chmod(0o755)
+    try:
+        result, checks = check_json("gpubox")
+        assert result.exit_code == 1
+        daemon = checks.get("docker.daemon") or checks.get("engine.daemon")
+        assert daemon and daemon["status"] == "fail", sorted(checks)
+        up = cli("up", "gpubox", "--detach")
+        assert up.exit_code == 1 and "Cannot connect to the Docker daemon" in up.output, up.output
+        assert "Hint: start the daemon" in up.output
+    finally:
+        docker.unlink()
+
+
+def test_a_login_without_docker_access_stops_up(use_testhost):
+    up = cli("up", "testbox-nodocker", "--detach")
+    assert up.exit_code == 1, up.output
+    assert "may not use Docker: permission denied" in up.output and "usermod -aG docker" in up.output
