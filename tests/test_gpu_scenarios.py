@@ -1,5 +1,6 @@
-"""L0: what devenv says about a failing nvidia-smi, from its words and exit code (the same outputs the replay's
-scenarios print: tests/replay/nvidia-smi says where each comes from; over sshd: tests/integration/test_gpu_scenarios.py)."""
+"""L0: what devenv says about a failing nvidia-smi, from its words and exit code (the outputs the replay's
+scenarios print: tests/replay/nvidia-smi says where each comes from; over sshd:
+tests/integration/test_gpu_scenarios.py)."""
 
 from __future__ import annotations
 

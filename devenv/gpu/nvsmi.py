@@ -142,8 +142,8 @@ def explain_failure(output: str, exit_code: int) -> tuple[str, str]:
                 "upgraded but the old module is still loaded)",
                 "reboot the host (or unload and reload the nvidia modules); check `cat /proc/driver/nvidia/version` "
                 "against `nvidia-smi --version`")
-    lost = re.search(r"unable to determine the device handle for gpu\s*([0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-9a-f])",
-                     text)
+    lost = re.search(r"unable to determine the device handle for gpu\s*"
+                     r"([0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-9a-f])", text)
     if lost or "gpu is lost" in text or exit_code == 15:
         where = f"the GPU at PCI {lost.group(1).upper()}" if lost else "a GPU"
         return (f"{where} is lost (fallen off the bus): nvidia-smi lists none of the host's GPUs while it is",

@@ -132,13 +132,15 @@ def restore_tf32() -> None:
 
 # ------------------------------------------------------------------------------------ fingerprint
 def nvidia_smi() -> dict:
-    exe = shutil.which("nvidia-smi")
+    # on PATH, else where drivers put it (WSL2's folder is on PATH in login shells only): devenv.gpu.nvsmi.SEARCH_DIRS
+    exe = shutil.which("nvidia-smi") or shutil.which(
+        "nvidia-smi", path="/usr/bin:/usr/local/bin:/usr/lib/wsl/lib:/usr/local/nvidia/bin")
     if not exe:
         return {"available": False}
     try:
         done = subprocess.run(
             [exe, "--query-gpu=index,name,driver_version,memory.total,pci.bus_id",
-             "--format=csv,noheader,nounits"], capture_output=True, text=True, timeout=30)
+             "--format=csv,noheader,nounits"], capture_output=True, text=True, timeout=10)  # a hung driver
     except Exception as exc:
         return {"available": False, "error": str(exc)}
     rows = []
