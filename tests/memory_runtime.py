@@ -25,6 +25,7 @@ class MemoryRuntime:
         self.containers: dict[str, ContainerInfo] = {}
         self.files: dict[tuple[str, str], bytes] = {}
         self.volumes: dict[str, dict[str, str]] = {}
+        self.networks: dict[str, dict[str, str]] = {}
         self.calls: list[str] = []
         self.taken_ports: set[int] = set()          # host ports something else holds
         self._ids = itertools.count(1)
@@ -68,6 +69,21 @@ class MemoryRuntime:
     def remove_volume(self, name: str) -> bool:
         self.calls.append(f"remove_volume {name}")
         return self.volumes.pop(name, None) is not None
+
+    def ensure_network(self, name: str, labels: dict[str, str]) -> bool:
+        self.calls.append(f"ensure_network {name}")
+        if name in self.networks:
+            return False
+        self.networks[name] = dict(labels)
+        return True
+
+    def list_networks(self, label_filters: dict[str, str]) -> list[str]:
+        return [n for n, labels in self.networks.items()
+                if all(labels.get(k) == v for k, v in label_filters.items())]
+
+    def remove_network(self, name: str) -> bool:
+        self.calls.append(f"remove_network {name}")
+        return self.networks.pop(name, None) is not None
 
     def find(self, name_or_id: str) -> ContainerInfo | None:
         for c in self.containers.values():

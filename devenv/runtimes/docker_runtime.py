@@ -184,6 +184,41 @@ class DockerRuntime:
         return sorted(v["Name"] for v in (data or {}).get("Volumes") or []
                       if _labels_match(v.get("Labels"), label_filters))
 
+    # --- networks ------------------------------------------------------------------------------------
+
+    def ensure_network(self, name: str, labels: dict[str, str]) -> bool:
+        """Create the bridge network unless one of that name exists; True when it was created. One of that
+        name that is not labelled as asked is refused (it is someone else's)."""
+        existing = self._network(name)
+        if existing is not None:
+            identity = {k: v for k, v in labels.items() if k in (envspec.MANAGED, envspec.OWNER, envspec.ENV)}
+            if not _labels_match(existing.get("Labels"), identity):
+                raise DevenvError(f"a network named {name} exists on {self.host} but is not this environment's",
+                                  f"remove it (docker network rm {name}) or set DEVENV_OWNER to use other names")
+            return False
+        # check_duplicate: two `up`s racing must not make two networks of one name (Docker allows that)
+        self._call(self.api.create_network, name, driver="bridge", labels=labels, check_duplicate=True)
+        return True
+
+    def list_networks(self, label_filters: dict[str, str]) -> list[str]:
+        filters = {"label": [f"{k}={v}" for k, v in label_filters.items()]}
+        data = self._call(self.api.networks, filters=filters)
+        return sorted(n["Name"] for n in data or [] if _labels_match(n.get("Labels"), label_filters))
+
+    def remove_network(self, name: str) -> bool:
+        try:
+            self._call(self.api.remove_network, name)
+            return True
+        except docker.errors.NotFound:
+            return False
+
+    def _network(self, name: str) -> dict | None:
+        try:
+            data = self._call(self.api.inspect_network, name)
+        except docker.errors.NotFound:
+            return None
+        return data if isinstance(data, dict) and data.get("Name") == name else None  # not an id prefix
+
     # --- containers ----------------------------------------------------------------------------------
 
     def find(self, name_or_id: str) -> ContainerInfo | None:
@@ -216,6 +251,7 @@ class DockerRuntime:
             device_requests=_device_requests(req.gpus, self.gpu_request),
             init=True,  # docker-init reaps zombies and forwards signals for the entrypoint
             restart_policy={"Name": "unless-stopped"},
+            **({"network_mode": req.network} if req.network else {}),
         )
         try:
             created = self._call(self.api.create_container, req.image, name=req.name, labels=req.labels,
@@ -445,6 +481,9 @@ def podman_create_spec(req: envspec.ContainerRequest) -> dict:
         "init": True,
         "restart_policy": "unless-stopped",
     }
+    if req.network:
+        spec["netns"] = {"nsmode": "bridge"}
+        spec["Networks"] = {req.network: {}}
     if req.shm_size:
         spec["shm_size"] = _bytes(req.shm_size)
     if req.ulimits:

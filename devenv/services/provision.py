@@ -132,6 +132,7 @@ class Provisioner:
             self.runtime.remove(existing.id)
             action = "recreated"
 
+        network = self._ensure_network(env.name, events)
         volumes: dict[str, str] = {}
         for role in spec["volumes"]:
             # the volume this environment already has (found by its labels: a workspace made under an older
@@ -142,7 +143,7 @@ class Provisioner:
             if self.runtime.ensure_volume(volumes[role], self._volume_labels(env.name, role)):
                 events.step(f"Created volume {volumes[role]}")
         chosen = self._pick_gpus(spec, options, events)
-        container, token, notes = self._create_and_start(env, spec, public_key, events, chosen, volumes)
+        container, token, notes = self._create_and_start(env, spec, public_key, events, chosen, volumes, network)
         self._wait(env, container, options, events)
         result = self._result(env, container, action, token, started, image_action)
         result.notes.extend(notes)
@@ -159,8 +160,19 @@ class Provisioner:
         events.step(f"Picked GPU {chosen} ({gpu_choose.describe_ask(str(spec['gpus']))})")
         return chosen
 
+    def _ensure_network(self, env_name: str, events: Events) -> str:
+        """The environment's own bridge network (found by its labels, else made): only the published ports
+        reach its services, never a container on another network."""
+        labels = self._volume_labels(env_name, "network")
+        mine = self.runtime.list_networks({k: labels[k] for k in (envspec.MANAGED, envspec.OWNER, envspec.ENV)})
+        name = mine[0] if mine else envspec.network_name(self.owner, env_name)
+        if self.runtime.ensure_network(name, labels):
+            events.step(f"Created network {name}")
+        return name
+
     def _create_and_start(self, env: EnvProfile, spec: dict, public_key: str, events: Events,
-                          chosen_gpus: str | None = None, volumes: dict[str, str] | None = None):
+                          chosen_gpus: str | None = None, volumes: dict[str, str] | None = None,
+                          network: str | None = None):
         """Create and start. A taken preferred port is replaced by a free one, a ulimit the host refuses is
         dropped; both are said in the result's notes."""
         any_port: set[str] = set()
@@ -169,7 +181,7 @@ class Provisioner:
                             f"started without it" for name in sorted(refused)]
         while True:
             request = envspec.container_request(spec, self.owner, self.host.name, __version__, any_port,
-                                                chosen_gpus, volumes)
+                                                chosen_gpus, volumes, network)
             for name in refused:
                 request.ulimits.pop(name, None)
             events.step(f"Creating container {request.name}")
@@ -296,6 +308,11 @@ class Provisioner:
             self.runtime.stop(current.container, timeout=10)
             self.runtime.remove(current.container)
             removed["containers"].append(current.name)
+        # its network too (a container is what holds one; one left by an interrupted `up` goes as well)
+        for network in self.runtime.list_networks({envspec.MANAGED: "1", envspec.OWNER: self.owner,
+                                                   envspec.ENV: env_name}):
+            if self.runtime.remove_network(network):
+                removed.setdefault("networks", []).append(network)
         if purge:
             for volume in self.volumes(env_name):
                 if self.runtime.remove_volume(volume):
