@@ -12,6 +12,7 @@ from __future__ import annotations
 import io
 import logging
 import re
+import shlex
 import tarfile
 import time
 from collections.abc import Callable, Iterator
@@ -67,7 +68,8 @@ class DockerRuntime:
     kind = "docker"
 
     def __init__(self, client: docker.DockerClient, host_name: str,
-                 engine: EngineInfo | None = None, gpu_devices: str = "auto"):
+                 engine: EngineInfo | None = None, gpu_devices: str = "auto", conn: Connection | None = None):
+        self.conn = conn  # the SSH connection under the API (None: a local socket), asked why it was lost
         self.client = client
         self.api = client.api
         self.host = host_name
@@ -78,7 +80,7 @@ class DockerRuntime:
     def connect(cls, conn: Connection, host_name: str, local: bool, engine: str = "auto",
                 gpu_devices: str = "auto") -> DockerRuntime:
         client, info = docker_api.client_for(conn, local, engine)
-        return cls(client, host_name, info, gpu_devices)
+        return cls(client, host_name, info, gpu_devices, None if local else conn)
 
     def close(self) -> None:
         try:
@@ -411,8 +413,8 @@ class DockerRuntime:
             # A followed log ends when the container stops, or when the connection drops: tell them apart.
             info = self.find(container)
             if info is not None and info.state == "running":
-                raise ConnectError(f"the connection to {self.host} was lost while following the log "
-                                   "(the environment is still running)",
+                raise ConnectError(f"the connection to {self.host} was lost while following the log"
+                                   f"{self._loss_reason(': ')} (the environment is still running)",
                                    "run `devenv logs HOST -f` again to keep following it")
         except docker.errors.NotFound:
             raise DevenvError(f"the environment's container is gone from {self.host}",
@@ -450,14 +452,23 @@ class DockerRuntime:
                 still_running = bool(self.api.exec_inspect(exec_id).get("Running"))
             except Exception:  # the connection is gone: we cannot know, and say so
                 still_running = None
-        command = " ".join(argv)[:60]
+        command = " ".join(argv)
         state = {True: "it is still running in the environment",
                  False: "it is no longer running in the environment",
                  None: "it may still be running in the environment (the host cannot be asked now)"}[still_running]
-        why = f": {exc}" if exc is not None and str(exc) else ""
-        return ConnectError(f"the connection to {self.host} was lost while `{command}` ran{why}; {state}",
+        why = self._loss_reason(": ") or (f": {exc}" if exc is not None and str(exc) else "")
+        # pkill -xf matches the whole command line exactly: never another process whose line merely holds argv[0]
+        stop = (f"`devenv exec HOST -- pkill -xf {shlex.quote(command)}`" if len(command) <= 200 else
+                f"`devenv exec HOST -- kill PID` (its PID from ps)")
+        return ConnectError(f"the connection to {self.host} was lost while `{command[:60]}` ran{why}; {state}",
                             f"see it with `devenv exec HOST -- ps -ef` (container {container[:12]}); stop it with "
-                            f"`devenv exec HOST -- pkill -f {argv[0]}`; its output from now on is not kept")
+                            f"{stop}; its output from now on is not kept")
+
+    def _loss_reason(self, prefix: str) -> str:
+        """Why the SSH connection under the API was dropped, when devenv's keepalive dropped it."""
+        reason = getattr(self.conn, "loss_reason", None)
+        why = reason() if callable(reason) else None
+        return f"{prefix}{why}" if why else ""
 
     def _lost(self, what: str, exc: BaseException) -> ConnectError:
         why = str(exc) or type(exc).__name__
