@@ -460,7 +460,8 @@ class DockerRuntime:
         # pkill -xf matches the whole command line exactly: never another process whose line merely holds argv[0]
         stop = (f"`devenv exec HOST -- pkill -xf {shlex.quote(command)}`" if len(command) <= 200 else
                 f"`devenv exec HOST -- kill PID` (its PID from ps)")
-        return ConnectError(f"the connection to {self.host} was lost while `{command[:60]}` ran{why}; {state}",
+        return ConnectError(f"the connection to {self.host} was lost while `{command[:60]}` ran{why}; "
+                            f"{state}",
                             f"see it with `devenv exec HOST -- ps -ef` (container {container[:12]}); stop it with "
                             f"{stop}; its output from now on is not kept")
 
