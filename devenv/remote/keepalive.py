@@ -13,7 +13,6 @@ import time
 
 from devenv.remote.sshlib import paramiko
 
-
 _REASON = "_devenv_lost_reason"
 
 
