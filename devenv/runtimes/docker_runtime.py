@@ -459,7 +459,7 @@ class DockerRuntime:
         why = self._loss_reason(": ") or (f": {exc}" if exc is not None and str(exc) else "")
         # pkill -xf matches the whole command line exactly: never another process whose line merely holds argv[0]
         stop = (f"`devenv exec HOST -- pkill -xf {shlex.quote(command)}`" if len(command) <= 200 else
-                f"`devenv exec HOST -- kill PID` (its PID from ps)")
+                "`devenv exec HOST -- kill PID` (its PID from ps)")
         return ConnectError(f"the connection to {self.host} was lost while `{command[:60]}` ran{why}; "
                             f"{state}",
                             f"see it with `devenv exec HOST -- ps -ef` (container {container[:12]}); stop it with "
