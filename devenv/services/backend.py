@@ -129,11 +129,20 @@ class CommandTarget:
 
 
 class PreflightFailed(DevenvError):
+    """`up`'s check failed: nothing was made (or submitted). Exit 1, or the report's fail_code (2 when the
+    request itself cannot be met)."""
+
     def __init__(self, report: CheckReport):
-        names = ", ".join(c.title for c in report.failed)
-        super().__init__(f"{report.host} is not ready for '{report.env}': {names}",
-                         "fix the failed checks above (each shows its remedy), then run `devenv up` again")
+        failed = report.failed
+        names = ", ".join(c.title for c in failed)
+        message = f"{report.host} is not ready for '{report.env}': {names}"
+        hint = "fix the failed checks above (each shows its remedy), then run `devenv up` again"
+        if len(failed) == 1:   # one cause: said in full, with its own remedy
+            message += f" ({failed[0].value})"
+            hint = failed[0].remedy or hint
+        super().__init__(message, hint)
         self.report = report
+        self.exit_code = report.fail_code
 
 
 def no_images(host: HostProfile) -> DevenvError:
