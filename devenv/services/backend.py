@@ -68,6 +68,8 @@ class Traits:
     containers: bool        # environments are containers: image, engine and GPU-access checks, `image build`
     shell_on_host: bool     # `devenv ssh` is the host's own sshd (no sshd of the environment's own)
     down_verb: str          # what `down` did to each item it lists: "Removed container", "Stopped", ...
+    scheduled: bool = False  # environments are scheduler jobs on nodes behind a login node: the monitor
+    #                          watches the nodes of the user's jobs (services/cluster_monitor), not the host
 
 
 @dataclass
