@@ -139,7 +139,7 @@ class PreflightFailed(DevenvError):
         names = ", ".join(c.title for c in failed)
         message = f"{report.host} is not ready for '{report.env}': {names}"
         hint = "fix the failed checks above (each shows its remedy), then run `devenv up` again"
-        if len(failed) == 1:   # one cause: said in full, with its own remedy
+        if len(failed) == 1:   # one cause: what was seen and its own remedy, so the error's lines say it all
             message += f" ({failed[0].value})"
             hint = failed[0].remedy or hint
         super().__init__(message, hint)
