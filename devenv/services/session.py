@@ -112,6 +112,12 @@ class EnvSession:
         return run_check(self.conn, self.profile, self.env, on_result)
 
     def _preflight(self, env: EnvProfile) -> CheckReport:
+        """The check `up` runs before it makes anything: on a Slurm cluster the login node's part of the
+        cluster check (partitions, GRES, the request, limits), else the host's."""
+        if self.profile.runtime == "slurm":
+            from devenv.services.cluster_check import run_cluster_preflight
+
+            return run_cluster_preflight(self.conn, self.host, env)
         from devenv.services.preflight import run_check
 
         return run_check(self.conn, self.host, env, allow_busy=self._allow_busy)
