@@ -141,12 +141,39 @@ class Provisioner:
             volumes[role] = mine[0] if mine else envspec.volume_name(self.owner, env.name, role)
             if self.runtime.ensure_volume(volumes[role], self._volume_labels(env.name, role)):
                 events.step(f"Created volume {volumes[role]}")
+        self._check_binds(env, events)
         chosen = self._pick_gpus(spec, options, events)
         container, token, notes = self._create_and_start(env, spec, public_key, events, chosen, volumes)
         self._wait(env, container, options, events)
         result = self._result(env, container, action, token, started, image_action)
         result.notes.extend(notes)
         return result
+
+    def _check_binds(self, env: EnvProfile, events: Events) -> None:
+        """Each bind mount's host path, as the host resolves it (links followed), must exist and pass the same
+        rules as its text: a link under /data must not lead to /etc."""
+        from devenv.env.devcontainer import bind_source_problem
+
+        binds = [m for m in env.mounts if m.type == "bind"]
+        if not binds:
+            return
+        if self.conn is None:
+            raise DevenvError("internal: bind mounts need the host's connection", "report this bug")
+        import shlex
+
+        for mount in binds:
+            result = self.conn.run(f"realpath -e -- {shlex.quote(mount.source)}", timeout=30)
+            real = result.stdout.strip()
+            if result.exit_code != 0 or not real:
+                raise DevenvError(f"mount {mount.source} -> {mount.target}: {mount.source} does not exist on "
+                                  f"{self.host.name}", f"make it there (ssh {self.host.name} mkdir -p "
+                                  f"{shlex.quote(mount.source)}), or remove the mount from devcontainer.json")
+            problem = bind_source_problem(real)
+            if problem:
+                raise DevenvError(f"mount {mount.source} -> {mount.target}: refused: on {self.host.name} it is "
+                                  f"{real}, and the host path {problem}", "bind a data folder of the host")
+            events.step(f"Mounting {self.host.name}:{real} at {mount.target}" + (" (read-only)" if mount.readonly
+                                                                                 else ""))
 
     def _pick_gpus(self, spec: dict, options: UpOptions, events: Events) -> str | None:
         count = gpu_choose.count_of(str(spec["gpus"]))
@@ -349,15 +376,21 @@ class Provisioner:
         if not data:
             raise DevenvError(f"the environment '{env_name}' on {self.host.name} has no sshd host key yet",
                               "wait until `devenv up` reports it ready, then try again")
-        return SshTarget(current.ports["ssh"], " ".join(data.decode().split()[:2]))
+        return SshTarget(current.ports["ssh"], " ".join(data.decode().split()[:2]), envspec.user_of(current.spec))
 
     def logs(self, env_name: str, tail: int | str = 200, follow: bool = False) -> Iterator[str]:
         """The environment's log lines (Jupyter and sshd write to the container's output)."""
         return self.runtime.logs(self.container_of(env_name), tail=tail, follow=follow)
 
     def exec(self, env_name: str, argv: list[str]) -> ExecStream:
-        """(chunks of (stdout, stderr) bytes, a function giving the exit code once they are read)."""
-        return self.runtime.exec_stream(self.running_container_of(env_name), argv)
+        """(chunks of (stdout, stderr) bytes, a function giving the exit code once they are read), run as the
+        environment's user (its spec says which; root unless it has its own)."""
+        current = self.find(env_name)
+        container = self.running_container_of(env_name)
+        user = envspec.user_of(current.spec if current else None)
+        if user == "root":
+            return self.runtime.exec_stream(container, argv)
+        return self.runtime.exec_stream(container, argv, user=user)
 
     def build_image(self, env: EnvProfile, inputs: BuildInputs,
                     progress: Callable[[ProgressEvent], None]) -> ImageInfo:
