@@ -20,8 +20,7 @@ def ensure_image(runtime: DockerRuntime, env: EnvProfile, inputs: BuildInputs, p
                  step: Callable[[str], None] = lambda text: None) -> tuple[ImageInfo, str]:
     """(the image, how it got there: "present" | "built" | "pulled")."""
     info = runtime.image(env.image)
-    want = image_context.content_hash(env)
-    if info is not None and (env.build is None or info.labels.get(image_context.CONTENT_LABEL, "") == want):
+    if info is not None and is_current(info, env):
         return info, "present"
     if env.build is not None:
         if info is not None:
@@ -35,6 +34,12 @@ def ensure_image(runtime: DockerRuntime, env: EnvProfile, inputs: BuildInputs, p
         return build_image(runtime, env, inputs, progress), "built"
     step(f"Pulling {env.image} on {runtime.host}")
     return runtime.pull(env.image, progress), "pulled"
+
+
+def is_current(info: ImageInfo, env: EnvProfile) -> bool:
+    """The image holds what the profile bakes in now (its pip/apt/user content label matches); a pulled one is
+    what it is."""
+    return env.build is None or info.labels.get(image_context.CONTENT_LABEL, "") == image_context.content_hash(env)
 
 
 def ensure_project_base(runtime: DockerRuntime, env: EnvProfile, progress: Progress,

@@ -91,7 +91,9 @@ class Provisioner:
         if existing is not None and existing.state == "running":
             image = self.runtime.image(env.image)
             spec = envspec.desired_spec(env, image.id if image else existing.image_id, key_fingerprint)
-            if existing.labels.get(envspec.SPEC_HASH) == envspec.spec_hash(spec):
+            # an image built before the profile's pip/apt/user changed is rebuilt below, not reattached to
+            current = image is None or images.is_current(image, env)
+            if current and existing.labels.get(envspec.SPEC_HASH) == envspec.spec_hash(spec):
                 token = self._token_of(env, existing.id) if env.jupyter else None
                 self._wait(env, existing.id, options, events)
                 return self._result(env, existing.id, "reattached", token, started, "present")
