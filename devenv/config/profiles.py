@@ -145,7 +145,9 @@ class _Ctx:
     def fail(self, node: yaml.Node | None, where: str, problem: str, hint: str) -> ProfileError:
         line = f":{node.start_mark.line + 1}" if node is not None else ""
         field_part = f" field '{where}'" if where else ""
-        return ProfileError(f"{self.source}{line}:{field_part} {problem}", hint)
+        error = ProfileError(f"{self.source}{line}:{field_part} {problem}", hint)
+        error.line = node.start_mark.line + 1 if node is not None else None  # type: ignore[attr-defined]
+        return error
 
     def record(self, exc: ProfileError) -> None:
         self.errors.append(exc)
@@ -174,6 +176,8 @@ class ProfileErrors(ProfileError):
 
 
 def _raise_collected(ctx: _Ctx) -> None:
+    """Raise what was collected, in the file's order (errors of the whole file last)."""
+    ctx.errors.sort(key=lambda e: getattr(e, "line", None) or 1 << 30)
     if len(ctx.errors) == 1:
         raise ctx.errors[0]
     if ctx.errors:

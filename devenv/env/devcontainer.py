@@ -166,7 +166,7 @@ def parse_mount(raw: Any, source: str, notes: list[str]) -> MountSpec | tuple[st
     problem = validate.container_path_problem(target) if target else "has no target"
     if problem:
         raise ProfileError(f"{source}: mount {shown}: target {problem}", "give target=/absolute/path/in/container")
-    if target.rstrip("/") in ("", *()) or any(target == t or target.startswith(t + "/") for t in _DEVENV_TARGETS):
+    if target.rstrip("/") == "" or any(target == t or target.startswith(t + "/") for t in _DEVENV_TARGETS):
         raise ProfileError(f"{source}: mount {shown}: target {target} would replace devenv's own files "
                            "(sshd, Jupyter, the venv) or the system's", "mount it somewhere else, e.g. /data")
     if "${" in src:
