@@ -353,10 +353,13 @@ def _gpus(ctx, node, where):
 
 
 def _ports(ctx, node, where):
+    # names that are not even names are _mapping_of's to report; a name shown is short (never echoed whole)
     unknown = [k for k, _ in (node.value if isinstance(node, yaml.MappingNode) else [])
-               if isinstance(k, yaml.ScalarNode) and k.value not in PORT_NAMES]
+               if isinstance(k, yaml.ScalarNode) and k.value not in PORT_NAMES
+               and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.-]{0,127}", str(k.value))]
     for key_node in unknown:
-        ctx.record(ctx.fail(key_node, f"{where}.{check.preview(key_node.value, 40).strip(chr(39))}",
+        name = str(key_node.value)
+        ctx.record(ctx.fail(key_node, f"{where}.{name if len(name) <= 20 else check.preview(name)}",
                             "is not a service devenv publishes", f"known: {', '.join(PORT_NAMES)}"))
     ports = _mapping_of(lambda c, n, w: _int(c, n, w, 1, 65535))(ctx, node, where)
     if unknown:
