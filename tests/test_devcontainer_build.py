@@ -179,3 +179,16 @@ def test_the_ssh_entry_names_the_environments_user(tmp_path):
     assert "  User dev\n" in block and "User root" not in block
     with pytest.raises(BadInput):
         openssh.env_config_entry("devenv-h-e", host, 2222, tmp_path / "k", tmp_path / "kh", "ssh", "-oProxy=x")
+
+
+def test_podman_gets_the_same_mounts():
+    from devenv.runtimes.docker_runtime import podman_create_spec
+
+    from devenv.config.profiles import MountSpec
+
+    env = EnvProfile(name="e", source="t", image="x:1", user="dev",
+                     mounts=(MountSpec("bind", target="/srv/d", source="/data", readonly=True),))
+    request = envspec.container_request(envspec.desired_spec(env, "sha256:i", "k"), "me", "h", "v")
+    spec = podman_create_spec(request)
+    assert spec["mounts"] == [{"destination": "/srv/d", "type": "bind", "source": "/data", "options": ["rbind", "ro"]}]
+    assert spec["env"]["DEVENV_USER"] == "dev"

@@ -48,6 +48,9 @@ def apply(session, dc: Devcontainer, root: Path) -> None:
         pc = project_context.resolve(root, dc.context, dc.dockerfile, dc.source)
         digest = pc.digest
     env, notes = overlay(session.env, dc, str(root), digest)
+    if not session.traits.containers:
+        notes.append(f"image, build, mounts, remoteUser: {session.host.name} runs environments without containers "
+                     "(runtime: host or slurm), so none of them is used there")
     session.env = env
     if env.project_build is not None:
         click.echo(f"Using {dc.source}: the image its Dockerfile {dc.dockerfile} builds "
