@@ -182,9 +182,8 @@ def test_the_ssh_entry_names_the_environments_user(tmp_path):
 
 
 def test_podman_gets_the_same_mounts():
-    from devenv.runtimes.docker_runtime import podman_create_spec
-
     from devenv.config.profiles import MountSpec
+    from devenv.runtimes.docker_runtime import podman_create_spec
 
     env = EnvProfile(name="e", source="t", image="x:1", user="dev",
                      mounts=(MountSpec("bind", target="/srv/d", source="/data", readonly=True),))
