@@ -191,3 +191,20 @@ def test_podman_gets_the_same_mounts():
     spec = podman_create_spec(request)
     assert spec["mounts"] == [{"destination": "/srv/d", "type": "bind", "source": "/data", "options": ["rbind", "ro"]}]
     assert spec["env"]["DEVENV_USER"] == "dev"
+
+
+def test_up_refuses_an_unsafe_mount_as_bad_input_before_connecting(isolated_home, tmp_path, monkeypatch):
+    """A cloned repository's devcontainer.json asking for the host's Docker socket: exit 2, nothing touched
+    (the host is unreachable: reaching it would be exit 3)."""
+    from click.testing import CliRunner
+
+    from devenv.cli import main
+
+    project = tmp_path / "evil"
+    (project / ".devcontainer").mkdir(parents=True)
+    (project / ".devcontainer" / "devcontainer.json").write_text(json.dumps(
+        {"image": "x:1", "mounts": ["type=bind,source=/var/run/docker.sock,target=/var/run/docker.sock"]}))
+    monkeypatch.chdir(project)
+    result = CliRunner().invoke(main, ["up", "nohost.invalid", "--detach"])
+    assert result.exit_code == 2, result.output
+    assert "refused: the host path /var/run/docker.sock is under /var/run" in result.output

@@ -99,6 +99,7 @@ class Provisioner:
                 return self._result(env, existing.id, "reattached", token, started, "present")
 
         preflight(self.check, self.host, env, events)
+        self._check_binds(env, events)   # before any image work: a refused mount fails in seconds
 
         image, image_action = images.ensure_image(self.runtime, env, options.build_inputs, events.progress,
                                                   events.step)
@@ -143,7 +144,6 @@ class Provisioner:
             volumes[role] = mine[0] if mine else envspec.volume_name(self.owner, env.name, role)
             if self.runtime.ensure_volume(volumes[role], self._volume_labels(env.name, role)):
                 events.step(f"Created volume {volumes[role]}")
-        self._check_binds(env, events)
         chosen = self._pick_gpus(spec, options, events)
         container, token, notes = self._create_and_start(env, spec, public_key, events, chosen, volumes)
         self._wait(env, container, options, events)

@@ -119,3 +119,26 @@ def test_devcontainer_dockerfile_build_mount_user_ports_then_down(test_env, tmp_
 
     down = test_env.run("down", "testbox", "--env", env)
     assert down.returncode == 0 and test_env.containers() == []
+
+
+def test_a_bind_mount_whose_host_path_links_to_etc_is_refused_before_anything_is_made(test_env, tmp_path):
+    """The text /tmp/.../innocent passes; the host resolves it to /etc, and that is refused."""
+    import os
+
+    link = tmp_path / "innocent"
+    os.symlink("/etc", link)
+    project = tmp_path / "linked"
+    (project / ".devcontainer").mkdir(parents=True)
+    (project / ".devcontainer" / "devcontainer.json").write_text(json.dumps(
+        {"image": "devenv-base:bookworm", "mounts": [f"type=bind,source={link},target=/data"]}))
+    up = test_env.run("up", "testbox", "--env", test_env.name, "--detach", "--devcontainer", str(project),
+                      check=False)
+    assert up.returncode == 1, up.stdout + up.stderr
+    assert "refused: on testbox it is /etc" in up.stderr
+    missing = tmp_path / "nothing-here"
+    (project / ".devcontainer" / "devcontainer.json").write_text(json.dumps(
+        {"image": "devenv-base:bookworm", "mounts": [f"type=bind,source={missing},target=/data"]}))
+    up = test_env.run("up", "testbox", "--env", test_env.name, "--detach", "--devcontainer", str(project),
+                      check=False)
+    assert up.returncode == 1 and "does not exist on testbox" in up.stderr
+    assert test_env.containers() == [] and test_env.volumes() == []
