@@ -196,3 +196,10 @@ def test_pip_apt_user_need_a_build_and_root_is_the_default():
     built = profiles.parse_env("image: x:1\nbuild: {dockerfile: pytorch.Dockerfile}\npip: [numpy]\napt: [tree]\n"
                                "user: root\n", "e", "e.yaml")
     assert built.pip == ("numpy",) and built.apt == ("tree",) and built.user is None
+
+
+def test_every_unsupported_tag_is_named_with_its_line():
+    text = "image: !secret x\nenv:\n  A: !!binary aGk=\n  B: !!python/name:os.system x\n"
+    with pytest.raises(profiles.ProfileErrors) as info:
+        profiles.parse_env(text, "x", "t.yaml")
+    assert [e.message.split(":")[1] for e in info.value.errors] == ["1", "3", "4"]

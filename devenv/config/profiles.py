@@ -521,6 +521,7 @@ def _shape(text: str, source: str) -> None:
 def _check_tree(node: yaml.Node, source: str) -> None:
     """Refuse tags plain YAML does not resolve by itself, and trees that aliases blow up (a YAML bomb)."""
     stack, seen = [node], 0
+    tagged: list[ProfileError] = []
     while stack:
         current = stack.pop()
         seen += 1
@@ -528,14 +529,20 @@ def _check_tree(node: yaml.Node, source: str) -> None:
             raise ProfileError(f"{source}: more than {MAX_NODES} values once anchors and aliases are expanded",
                                "a profile is small; remove the aliases (*name) that repeat large parts")
         if current.tag not in _PLAIN_TAGS:
-            raise ProfileError(f"{source}:{current.start_mark.line + 1}: YAML tag {check.preview(current.tag, 40)} "
-                               "is not supported", "remove the tag (!...); profiles hold plain strings, numbers, "
-                               "lists and mappings")
+            error = ProfileError(f"{source}:{current.start_mark.line + 1}: YAML tag {check.preview(current.tag, 40)} "
+                                 "is not supported", "remove the tag (!...); profiles hold plain strings, numbers, "
+                                 "lists and mappings")
+            error.line = current.start_mark.line + 1  # type: ignore[attr-defined]
+            tagged.append(error)
         if isinstance(current, yaml.MappingNode):
             for key, value in current.value:
                 stack += [key, value]
         elif isinstance(current, yaml.SequenceNode):
             stack += current.value
+    if tagged:  # every tag of the file, in its order
+        ctx = _Ctx(source)
+        ctx.errors = tagged
+        _raise_collected(ctx)
 
 
 def _compose(text: str, source: str) -> yaml.Node:
