@@ -26,7 +26,8 @@ def _project(tmp_path, data_dir, port: int):
     (project / ".devcontainer" / "Dockerfile").write_text(DOCKERFILE)
     (project / "train.py").write_text("print('train')\n")
     (project / "secret.env").write_text("TOKEN=never-sent\n")
-    (project / ".dockerignore").write_text("secret.env\n")
+    # .devcontainer (with this run's paths and ports) stays out of the context: the image is reused next run
+    (project / ".dockerignore").write_text("secret.env\n.devcontainer\n")
     (project / ".devcontainer" / "devcontainer.json").write_text(json.dumps({
         "name": "DC Build",
         "build": {"dockerfile": "Dockerfile", "context": "..", "args": {"GREETING": "hello-from-args"}},
