@@ -208,3 +208,11 @@ def test_up_refuses_an_unsafe_mount_as_bad_input_before_connecting(isolated_home
     result = CliRunner().invoke(main, ["up", "nohost.invalid", "--detach"])
     assert result.exit_code == 2, result.output
     assert "refused: the host path /var/run/docker.sock is under /var/run" in result.output
+
+
+def test_lifecycle_commands_in_the_specs_order():
+    dc = parse({"image": "x:1", "onCreateCommand": "echo 1", "updateContentCommand": ["echo", "2"],
+                "postCreateCommand": {"a": "echo 3"}, "postStartCommand": "echo 4", "postAttachCommand": "echo 5"})
+    assert (dc.on_create, dc.update_content, dc.post_create, dc.post_start) == (
+        ("echo 1",), ("echo 2",), ("echo 3",), ("echo 4",))
+    assert "postAttachCommand: not supported by devenv" in dc.not_honoured

@@ -73,9 +73,12 @@ def apply(session, dc: Devcontainer, root: Path) -> None:
 
 
 def after_up(session, result, dc: Devcontainer) -> None:
-    """postCreateCommand when the container was made, postStartCommand whenever it (re)started."""
+    """onCreateCommand, updateContentCommand and postCreateCommand when the container was made, postStartCommand
+    whenever it (re)started; as the environment's user, in the workspace."""
     commands = []
-    if result.action in ("created", "recreated"):
+    if result.action in ("created", "recreated"):   # the spec's order: onCreate, updateContent, postCreate
+        commands += [("onCreateCommand", c) for c in dc.on_create]
+        commands += [("updateContentCommand", c) for c in dc.update_content]
         commands += [("postCreateCommand", c) for c in dc.post_create]
     if result.action in ("created", "recreated", "started"):
         commands += [("postStartCommand", c) for c in dc.post_start]

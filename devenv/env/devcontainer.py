@@ -19,7 +19,8 @@ from devenv.errors import ProfileError
 
 # Keys devenv reads; everything else in the file is named as not honoured.
 HONOURED = {"name", "image", "build", "dockerFile", "context", "forwardPorts", "containerEnv", "remoteEnv",
-            "mounts", "postCreateCommand", "postStartCommand", "remoteUser", "containerUser", "workspaceFolder",
+            "mounts", "onCreateCommand", "updateContentCommand", "postCreateCommand", "postStartCommand",
+            "remoteUser", "containerUser", "workspaceFolder",
             "$schema", "customizations"}
 IGNORED_QUIETLY = {"customizations", "$schema", "name"}  # editor settings: VS Code reads them itself
 
@@ -50,7 +51,9 @@ class Devcontainer:
     remote_env: dict[str, str] = field(default_factory=dict)
     mounts: tuple[MountSpec, ...] = ()      # binds (host paths of the GPU host) and tmpfs, checked
     volumes: dict[str, str] = field(default_factory=dict)   # named volume -> target: the environment's own
-    post_create: tuple[str, ...] = ()       # shell commands, in order
+    on_create: tuple[str, ...] = ()         # shell commands, in order: onCreate, updateContent, postCreate
+    update_content: tuple[str, ...] = ()
+    post_create: tuple[str, ...] = ()
     post_start: tuple[str, ...] = ()
     remote_user: str | None = None          # remoteUser, else containerUser (None: root)
     workspace_folder: str | None = None
@@ -132,6 +135,8 @@ def parse(text: str, source: str, devcontainer_dir: str = ".devcontainer") -> De
         container_env=_str_map(data.get("containerEnv", {}), "containerEnv", source),
         remote_env=_str_map(data.get("remoteEnv", {}), "remoteEnv", source), mounts=tuple(mounts),
         volumes=volumes,
+        on_create=_commands(data.get("onCreateCommand"), "onCreateCommand", source),
+        update_content=_commands(data.get("updateContentCommand"), "updateContentCommand", source),
         post_create=_commands(data.get("postCreateCommand"), "postCreateCommand", source),
         post_start=_commands(data.get("postStartCommand"), "postStartCommand", source),
         remote_user=None if user == "root" else user,

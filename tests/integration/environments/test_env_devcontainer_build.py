@@ -32,7 +32,9 @@ def _project(tmp_path, data_dir, port: int):
         "name": "DC Build",
         "build": {"dockerfile": "Dockerfile", "context": "..", "args": {"GREETING": "hello-from-args"}},
         "forwardPorts": [port],
-        "postCreateCommand": "echo \"$(whoami) $(cat /opt/greeting)\" > /workspace/post-create.txt",
+        "onCreateCommand": "echo on-create > /workspace/order.txt",
+        "postCreateCommand": "echo \"$(whoami) $(cat /opt/greeting)\" > /workspace/post-create.txt && "
+                             "echo post-create >> /workspace/order.txt",
         "postStartCommand": f"nohup python3 -m http.server {port} --bind 0.0.0.0 >/dev/null 2>&1 &",
         "mounts": [f"type=bind,source={data_dir},target=/data,readonly",
                    "source=dc-cache,target=/home/dev/.cache,type=volume"],
@@ -86,6 +88,8 @@ def test_devcontainer_dockerfile_build_mount_user_ports_then_down(test_env, tmp_
     assert whoami.stdout.strip() == "dev"
     marker = test_env.run("exec", "testbox", "--env", env, "--", "cat", "/workspace/post-create.txt")
     assert marker.stdout == "dev hello-from-args\n"
+    order = test_env.run("exec", "testbox", "--env", env, "--", "cat", "/workspace/order.txt")
+    assert order.stdout == "on-create\npost-create\n"
     listed = test_env.run("exec", "testbox", "--env", env, "--", "ls", "/opt/ctx")
     assert "train.py" in listed.stdout.split() and "secret.env" not in listed.stdout, listed.stdout
     # stdin goes through the environment's sshd, which admits dev (the ssh entry says User dev)
