@@ -8,6 +8,7 @@ the explicit directory the user named (L0: reads nothing but the text it is give
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, replace
 from pathlib import PurePosixPath
 from typing import Any
@@ -181,8 +182,6 @@ def parse_mount(raw: Any, source: str, notes: list[str]) -> MountSpec | tuple[st
     if kind == "tmpfs":
         return MountSpec("tmpfs", target)
     if kind == "volume":
-        import re
-
         if not re.fullmatch(_VOLUME_NAME, src or "") or src == "workspace":
             notes.append(f"mounts {shown}: volume name {validate.preview(src)} is not a plain name; not mounted")
             return None

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import fnmatch
 import hashlib
+import io
 import os
 import stat
 import tarfile
@@ -86,8 +87,6 @@ def make_tar(pc: ProjectContext) -> tuple[tempfile.SpooledTemporaryFile, str]:
         data = pc.dockerfile.read_bytes()
         info = tarfile.TarInfo(DOCKERFILE_NAME)
         info.size, info.mode = len(data), 0o644
-        import io
-
         tar.addfile(info, io.BytesIO(data))
     out.seek(0)
     return out, DOCKERFILE_NAME
