@@ -341,12 +341,15 @@ class Provisioner:
         return current.container
 
     def running_container_of(self, env_name: str) -> str:
+        return self._running(env_name).container or ""
+
+    def _running(self, env_name: str) -> EnvStatus:
         current = self.find(env_name)
-        if current is None or not current.running:
+        if current is None or not current.running or not current.container:
             state = current.state if current else "absent"
             raise DevenvError(f"the environment '{env_name}' on {self.host.name} is {state}",
                               f"start it with `devenv up {self.host.name} --env {env_name}`")
-        return current.container
+        return current
 
     def jupyter_access(self, env_name: str) -> JupyterAccess:
         """(the running environment, its Jupyter token), the token read back from the host if not cached."""
@@ -387,9 +390,9 @@ class Provisioner:
     def exec(self, env_name: str, argv: list[str]) -> ExecStream:
         """(chunks of (stdout, stderr) bytes, a function giving the exit code once they are read), run as the
         environment's user (its spec says which; root unless it has its own)."""
-        current = self.find(env_name)
-        container = self.running_container_of(env_name)
-        user = envspec.user_of(current.spec if current else None)
+        current = self._running(env_name)
+        container = current.container or ""
+        user = envspec.user_of(current.spec)
         if user == "root":
             return self.runtime.exec_stream(container, argv)
         return self.runtime.exec_stream(container, argv, user=user)
