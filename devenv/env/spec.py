@@ -87,6 +87,9 @@ def desired_spec(env: EnvProfile, image_id: str, ssh_key: str) -> dict[str, Any]
         # sshd; the ports published on the host's 127.0.0.1 are the way in. In the spec, so an environment made
         # on the shared bridge before this is shown as changed and recreated (its workspace kept).
         "network": NETWORK_OWN,
+        # Only when set, so the hash of every environment made before stays what it was.
+        **({"user": env.user} if env.user else {}),
+        **({"mounts": [[m.type, m.source, m.target, m.readonly] for m in env.mounts]} if env.mounts else {}),
     }
 
 
@@ -163,6 +166,8 @@ class ContainerRequest:
     hostname: str
     network: str | None = None        # the bridge network to attach to (None: the engine's default)
     ulimits: dict[str, tuple[int, int]] = field(default_factory=lambda: dict(ULIMITS))
+    mounts: tuple[tuple[str, str, str, bool], ...] = ()   # (bind | tmpfs, host source, target, readonly)
+    user: str = "root"                # the environment's user (exec runs as it; the entrypoint starts as root)
 
 
 def container_request(spec: dict[str, Any], owner_name: str, host_name: str, version: str,
@@ -190,6 +195,10 @@ def container_request(spec: dict[str, Any], owner_name: str, host_name: str, ver
     workspace = spec["volumes"].get("workspace")
     if workspace:
         environment["DEVENV_WORKSPACE"] = workspace
+    if spec.get("user"):
+        environment["DEVENV_USER"] = spec["user"]
+        # the volumes' top folders become the user's at start (a fresh volume's mount point is root's)
+        environment["DEVENV_USER_DIRS"] = ":".join(sorted(spec["volumes"].values()))
     return ContainerRequest(
         name=container_name(owner_name, env_name),
         image=spec["image_id"] or spec["image"],
@@ -202,4 +211,11 @@ def container_request(spec: dict[str, Any], owner_name: str, host_name: str, ver
         gpus=gpus,
         hostname=f"devenv-{env_name}"[:63],
         network=network,
+        mounts=tuple((m[0], m[1], m[2], bool(m[3])) for m in spec.get("mounts", [])),
+        user=spec.get("user") or "root",
     )
+
+
+def user_of(spec: dict[str, Any] | None) -> str:
+    """The user an environment's commands run as, from its spec (labels): root unless it has its own."""
+    return str((spec or {}).get("user") or "root")

@@ -118,16 +118,20 @@ def known_hosts_line(alias: str, host_key: str) -> str:
 
 
 def env_config_entry(alias: str, host: HostProfile, port: int, identity_file: Path, known_hosts: Path,
-                     ssh_binary: str = "ssh") -> str:
-    """An ssh_config block reaching the environment: through the host (ProxyCommand ssh -W) unless local."""
+                     ssh_binary: str = "ssh", user: str = "root") -> str:
+    """An ssh_config block reaching the environment: through the host (ProxyCommand ssh -W) unless local;
+    user: the environment's own (its sshd admits only it)."""
     if not 0 < int(port) < 65536:
         raise BadInput(f"port {port} of {alias} is not a TCP port", "recreate the environment")
+    if validate.user_problem(user):
+        raise BadInput(f"the environment's user {validate.preview(user)} {validate.user_problem(user)}",
+                       "fix remoteUser / user: and recreate the environment")
     lines = [
         f"Host {_config_value(alias)}",
         ENTRY_MARK,
         "  HostName 127.0.0.1",
         f"  Port {int(port)}",
-        "  User root",
+        f"  User {user}",
         f"  IdentityFile {_config_quote(str(identity_file))}",
         "  IdentitiesOnly yes",
         f"  HostKeyAlias {_config_value(alias)}",

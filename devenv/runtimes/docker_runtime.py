@@ -24,7 +24,7 @@ from devenv.remote import sshlib as _sshlib  # noqa: F401
 import docker
 import docker.errors
 import requests
-from docker.types import DeviceRequest, Ulimit
+from docker.types import DeviceRequest, Mount, Ulimit
 
 from devenv.env import engines
 from devenv.env import spec as envspec
@@ -121,7 +121,7 @@ class DockerRuntime:
         return info
 
     def build(self, context, dockerfile: str, tag: str, buildargs: dict[str, str], progress: Progress,
-              labels: dict[str, str] | None = None) -> ImageInfo:
+              labels: dict[str, str] | None = None, target: str | None = None) -> ImageInfo:
         """Build from a tar context (a file object) with the classic builder; BuildFailed names the step."""
         step: str | None = None
         tail: list[str] = []
@@ -129,7 +129,7 @@ class DockerRuntime:
         try:
             stream = self.api.build(fileobj=context, custom_context=True, dockerfile=dockerfile, tag=tag,
                                     buildargs=buildargs, labels=labels, rm=True, forcerm=True, decode=True,
-                                    pull=False, timeout=None)
+                                    pull=False, timeout=None, target=target)
             for event in stream:
                 if "error" in event:
                     raise BuildFailed(step, event["error"], tail[-15:])
@@ -248,6 +248,8 @@ class DockerRuntime:
         host_config = self.api.create_host_config(
             port_bindings={f"{cport}/tcp": ("127.0.0.1", hport) for cport, hport in req.ports.items()},
             binds={vol: {"bind": path, "mode": "rw"} for vol, path in req.volumes.items()},
+            mounts=[Mount(target, source or None, type=kind, read_only=ro) for kind, source, target, ro in req.mounts]
+            or None,
             shm_size=req.shm_size,
             ulimits=[Ulimit(name=n, soft=s, hard=h) for n, (s, h) in req.ulimits.items()],
             device_requests=_device_requests(req.gpus, self.gpu_request),
@@ -355,11 +357,12 @@ class DockerRuntime:
         return (code if code is not None else -1,
                 (out or b"").decode(errors="replace"), (err or b"").decode(errors="replace"))
 
-    def exec_stream(self, container: str, argv: list[str], tty: bool = False
+    def exec_stream(self, container: str, argv: list[str], tty: bool = False, user: str = ""
                     ) -> tuple[Iterator[tuple[bytes | None, bytes | None]], Callable[[], int]]:
-        """Start argv in the container; (chunks of (stdout, stderr), a function giving the exit code after)."""
+        """Start argv in the container (as user, else the image's: root); (chunks of (stdout, stderr), a
+        function giving the exit code after)."""
         try:
-            exec_id = self.api.exec_create(container, argv, stdout=True, stderr=True, tty=tty)["Id"]
+            exec_id = self.api.exec_create(container, argv, stdout=True, stderr=True, tty=tty, user=user)["Id"]
             chunks = self.api.exec_start(exec_id, stream=True, demux=not tty, tty=tty)
         except docker.errors.APIError as exc:
             raise DevenvError(f"cannot run {argv[0]} in the environment on {self.host}: {_explain(exc)}",
@@ -489,6 +492,9 @@ def podman_create_spec(req: envspec.ContainerRequest) -> dict:
         "portmappings": [{"host_ip": "127.0.0.1", "host_port": hport, "container_port": cport, "protocol": "tcp"}
                          for cport, hport in req.ports.items()],
         "volumes": [{"Name": vol, "Dest": path} for vol, path in req.volumes.items()],
+        "mounts": [{"destination": target, "type": kind, "source": source if kind == "bind" else "tmpfs",
+                    "options": (["rbind"] if kind == "bind" else []) + (["ro"] if ro else [])}
+                   for kind, source, target, ro in req.mounts],
         "devices": [{"path": name} for name in engines.cdi_device_names(req.gpus)],
         "init": True,
         "restart_policy": "unless-stopped",

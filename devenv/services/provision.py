@@ -91,12 +91,15 @@ class Provisioner:
         if existing is not None and existing.state == "running":
             image = self.runtime.image(env.image)
             spec = envspec.desired_spec(env, image.id if image else existing.image_id, key_fingerprint)
-            if existing.labels.get(envspec.SPEC_HASH) == envspec.spec_hash(spec):
+            # an image built before the profile's pip/apt/user changed is rebuilt below, not reattached to
+            current = image is None or images.is_current(image, env)
+            if current and existing.labels.get(envspec.SPEC_HASH) == envspec.spec_hash(spec):
                 token = self._token_of(env, existing.id) if env.jupyter else None
                 self._wait(env, existing.id, options, events)
                 return self._result(env, existing.id, "reattached", token, started, "present")
 
         preflight(self.check, self.host, env, events)
+        self._check_binds(env, events)   # before any image work: a refused mount fails in seconds
 
         image, image_action = images.ensure_image(self.runtime, env, options.build_inputs, events.progress,
                                                   events.step)
@@ -148,6 +151,32 @@ class Provisioner:
         result = self._result(env, container, action, token, started, image_action)
         result.notes.extend(notes)
         return result
+
+    def _check_binds(self, env: EnvProfile, events: Events) -> None:
+        """Each bind mount's host path, as the host resolves it (links followed), must exist and pass the same
+        rules as its text: a link under /data must not lead to /etc."""
+        from devenv.env.devcontainer import bind_source_problem
+
+        binds = [m for m in env.mounts if m.type == "bind"]
+        if not binds:
+            return
+        if self.conn is None:
+            raise DevenvError("internal: bind mounts need the host's connection", "report this bug")
+        import shlex
+
+        for mount in binds:
+            result = self.conn.run(f"realpath -e -- {shlex.quote(mount.source)}", timeout=30)
+            real = result.stdout.strip()
+            if result.exit_code != 0 or not real:
+                raise DevenvError(f"mount {mount.source} -> {mount.target}: {mount.source} does not exist on "
+                                  f"{self.host.name}", f"make it there (ssh {self.host.name} mkdir -p "
+                                  f"{shlex.quote(mount.source)}), or remove the mount from devcontainer.json")
+            problem = bind_source_problem(real)
+            if problem:
+                raise DevenvError(f"mount {mount.source} -> {mount.target}: refused: on {self.host.name} it is "
+                                  f"{real}, and the host path {problem}", "bind a data folder of the host")
+            events.step(f"Mounting {self.host.name}:{real} at {mount.target}" + (" (read-only)" if mount.readonly
+                                                                                 else ""))
 
     def _pick_gpus(self, spec: dict, options: UpOptions, events: Events) -> str | None:
         count = gpu_choose.count_of(str(spec["gpus"]))
@@ -329,12 +358,15 @@ class Provisioner:
         return current.container
 
     def running_container_of(self, env_name: str) -> str:
+        return self._running(env_name).container or ""
+
+    def _running(self, env_name: str) -> EnvStatus:
         current = self.find(env_name)
-        if current is None or not current.running:
+        if current is None or not current.running or not current.container:
             state = current.state if current else "absent"
             raise DevenvError(f"the environment '{env_name}' on {self.host.name} is {state}",
                               f"start it with `devenv up {self.host.name} --env {env_name}`")
-        return current.container
+        return current
 
     def jupyter_access(self, env_name: str) -> JupyterAccess:
         """(the running environment, its Jupyter token), the token read back from the host if not cached."""
@@ -366,15 +398,21 @@ class Provisioner:
         if not data:
             raise DevenvError(f"the environment '{env_name}' on {self.host.name} has no sshd host key yet",
                               "wait until `devenv up` reports it ready, then try again")
-        return SshTarget(current.ports["ssh"], " ".join(data.decode().split()[:2]))
+        return SshTarget(current.ports["ssh"], " ".join(data.decode().split()[:2]), envspec.user_of(current.spec))
 
     def logs(self, env_name: str, tail: int | str = 200, follow: bool = False) -> Iterator[str]:
         """The environment's log lines (Jupyter and sshd write to the container's output)."""
         return self.runtime.logs(self.container_of(env_name), tail=tail, follow=follow)
 
     def exec(self, env_name: str, argv: list[str]) -> ExecStream:
-        """(chunks of (stdout, stderr) bytes, a function giving the exit code once they are read)."""
-        return self.runtime.exec_stream(self.running_container_of(env_name), argv)
+        """(chunks of (stdout, stderr) bytes, a function giving the exit code once they are read), run as the
+        environment's user (its spec says which; root unless it has its own)."""
+        current = self._running(env_name)
+        container = current.container or ""
+        user = envspec.user_of(current.spec)
+        if user == "root":
+            return self.runtime.exec_stream(container, argv)
+        return self.runtime.exec_stream(container, argv, user=user)
 
     def build_image(self, env: EnvProfile, inputs: BuildInputs,
                     progress: Callable[[ProgressEvent], None]) -> ImageInfo:
