@@ -24,7 +24,7 @@ from devenv.config import hostref, profiles
 from devenv.config.profiles import EnvProfile, HostProfile
 from devenv.env.image_context import BuildInputs
 from devenv.env.info import ImageInfo, ProgressEvent
-from devenv.env.spec import CONTAINER_PORTS
+from devenv.env.spec import CONTAINER_PORTS, user_of
 from devenv.remote.base import Connection
 from devenv.services import jupyter
 from devenv.services.backend import (
@@ -112,6 +112,12 @@ class EnvSession:
         return run_check(self.conn, self.profile, self.env, on_result)
 
     def _preflight(self, env: EnvProfile) -> CheckReport:
+        """The check `up` runs before it makes anything: on a Slurm cluster the login node's part of the
+        cluster check (partitions, GRES, the request, limits), else the host's."""
+        if self.profile.runtime == "slurm":
+            from devenv.services.cluster_check import run_cluster_preflight
+
+            return run_cluster_preflight(self.conn, self.host, env)
         from devenv.services.preflight import run_check
 
         return run_check(self.conn, self.host, env, allow_busy=self._allow_busy)
@@ -135,7 +141,8 @@ class EnvSession:
         if key and self.env.sshd and result.host_key and "ssh" in result.status.ports:
             from devenv.services.ssh_entry import write_env_entry
 
-            write_env_entry(self.host, self.env.name, result.status.ports["ssh"], result.host_key, key.private_path)
+            write_env_entry(self.host, self.env.name, result.status.ports["ssh"], result.host_key, key.private_path,
+                            user_of(result.status.spec))
         return result
 
     def jupyter_of(self, result: UpResult) -> JupyterAccess | None:
@@ -191,8 +198,9 @@ class EnvSession:
         from devenv.services.ssh_entry import entry_text, write_env_entry
 
         key = ensure_key()
-        alias = write_env_entry(self.host, self.env.name, target.port, target.host_key, key.private_path)
-        return alias, entry_text(self.host, self.env.name, target.port, key.private_path)[1]
+        alias = write_env_entry(self.host, self.env.name, target.port, target.host_key, key.private_path,
+                                target.user)
+        return alias, entry_text(self.host, self.env.name, target.port, key.private_path, target.user)[1]
 
     def command_target(self, on_host: bool = False, host_if_no_env: bool = False) -> CommandTarget:
         """Where a program runs with the environment's python (on_host: the host's own python, always;
