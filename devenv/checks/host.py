@@ -25,12 +25,6 @@ DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 PROBES: dict[str, str] = {
     "os": "uname -srm; cat /etc/os-release 2>/dev/null",
-    "gpus": nvsmi.preamble() + "command -v nvidia-smi >/dev/null 2>&1 || exit 127; "
-            f"{nvsmi.INVENTORY_COMMAND.replace('nvidia-smi', nvsmi.CALL, 1)} 2>&1",
-    "nvsmi_header": nvsmi.preamble() + "command -v nvidia-smi >/dev/null 2>&1 || exit 127; out=$(nvidia_smi 2>&1); "
-                    "rc=$?; printf '%s\\n' \"$out\" | head -n 4; exit $rc",
-    # MIG mode apart from the inventory: a driver that refuses the field must not cost the GPU list
-    "mig": nvsmi.preamble() + f"{nvsmi.CALL} --query-gpu=index,mig.mode.current --format=csv,noheader,nounits",
     "docker_version": "command -v docker >/dev/null 2>&1 || exit 127; docker version --format '{{json .}}'",
     "docker_info": "command -v docker >/dev/null 2>&1 || exit 127; docker info --format '{{json .}}'",
     # The GPU hook must be on *dockerd's* PATH, not ours: read it from the daemon's environment when we may.
@@ -47,6 +41,21 @@ PROBES: dict[str, str] = {
         "[ -f \"$f\" ] && grep -qs 'nvidia.com/gpu' \"$f\" && echo \"cdi $f\"; done; true"
     ),
 }
+
+
+def gpu_probes() -> dict[str, str]:
+    """The nvidia-smi probes, built when asked (their time limit is nvsmi.ANSWER_S as it is then)."""
+    return {
+        "gpus": nvsmi.preamble() + "command -v nvidia-smi >/dev/null 2>&1 || exit 127; "
+                f"{nvsmi.INVENTORY_COMMAND.replace('nvidia-smi', nvsmi.CALL, 1)} 2>&1",
+        "nvsmi_header": nvsmi.preamble() + "command -v nvidia-smi >/dev/null 2>&1 || exit 127; out=$(nvidia_smi 2>&1); "
+                        "rc=$?; printf '%s\\n' \"$out\" | head -n 4; exit $rc",
+        # MIG mode apart from the inventory: a driver that refuses the field must not cost the GPU list
+        "mig": nvsmi.preamble() + f"{nvsmi.CALL} --query-gpu=index,mig.mode.current --format=csv,noheader,nounits",
+    }
+
+
+PROBES.update(gpu_probes())  # as they are at import (cluster_check reads them here)
 
 
 def disk_probe(directory: str) -> str:

@@ -28,20 +28,19 @@ ANSWER_S = 10
 CALL = "nvidia_smi"  # the shell function preamble() defines
 
 
-def preamble(nvidia_smi: str = "nvidia-smi", limit_s: int | None = ANSWER_S) -> str:
+_NOW = -1  # preamble's default limit: ANSWER_S as it is when called
+
+
+def preamble(nvidia_smi: str = "nvidia-smi", limit_s: int | None = _NOW) -> str:
     """Shell lines to put before commands that call nvidia-smi as `nvidia_smi` (CALL): PATH gets SEARCH_DIRS
     appended, and each call is cut off after limit_s (exit 124, explain_failure says so) where `timeout`
     exists. limit_s None: PATH only (for a stream that is meant to run on)."""
     path = 'PATH="${PATH:+$PATH:}' + ":".join(SEARCH_DIRS) + '"; export PATH; '
+    limit_s = ANSWER_S if limit_s == _NOW else limit_s
     if limit_s is None:
         return path
     return (path + f'{CALL}() {{ if command -v timeout >/dev/null 2>&1; then timeout -k 2 {limit_s} {nvidia_smi} "$@"; '
             f'else {nvidia_smi} "$@"; fi; }}\n')
-
-
-def guarded(command: str, nvidia_smi: str = "nvidia-smi", limit_s: int = ANSWER_S) -> str:
-    """`command` (which calls `nvidia-smi` or nvidia_smi's path) with nvidia-smi found and timed by preamble()."""
-    return preamble(nvidia_smi, limit_s) + command.replace(nvidia_smi, CALL)
 
 
 INVENTORY_COMMAND = query_command(INVENTORY_FIELDS)

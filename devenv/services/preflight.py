@@ -45,7 +45,7 @@ def run_check(
     host = settle(host, conn)  # `runtime: auto`: docker if the host has it, else the bare host
 
     containers = traits_of(host).containers  # else the host's python runs the environment
-    probes = {**hc.PROBES, **engine_checks.PROBES}
+    probes = {**hc.PROBES, **hc.gpu_probes(), **engine_checks.PROBES}
     probes["image"] = engine_checks.image_probe(env.image, host.engine) if containers else "exit 1"
     probes["gpu_use"] = gpu_use.probe()
     probes["python"] = hc.python_probe(host.python) if not containers else "exit 0"
