@@ -27,6 +27,8 @@ class MemoryRuntime:
         self.volumes: dict[str, dict[str, str]] = {}
         self.calls: list[str] = []
         self.taken_ports: set[int] = set()          # host ports something else holds
+        self.dead: set[str] = set()                 # services that do not answer in running containers
+        self.sshd_comes_back = True                 # starting sshd again inside brings it back
         self._ids = itertools.count(1)
         self._free_ports = itertools.count(40000)
 
@@ -108,6 +110,7 @@ class MemoryRuntime:
                 raise PortInUse(preferred, "bind: address already in use")
             ports[cport] = preferred if preferred is not None else next(self._free_ports)
         self.containers[container] = ContainerInfo(c.id, c.name, "running", c.labels, c.image_id, ports)
+        self.dead.clear()  # a fresh start of the container starts every service
 
     def stop(self, container: str, timeout: int = 10) -> None:
         self.calls.append(f"stop {container}")
@@ -121,7 +124,10 @@ class MemoryRuntime:
     def exec(self, container: str, argv: list[str]) -> tuple[int, str, str]:
         self.calls.append(f"exec {container} {' '.join(argv)}")
         if argv[:1] == ["devenv-ready"]:
-            return 0, "\n".join(f"{s} ok" for s in argv[1:]), ""
+            lines = [f"{s} down: killed" if s in self.dead else f"{s} ok" for s in argv[1:]]
+            return (1 if self.dead & set(argv[1:]) else 0), "\n".join(lines), ""
+        if argv[:2] == ["sh", "-c"] and "sshd -D" in argv[2] and self.sshd_comes_back:
+            self.dead.discard("sshd")
         return 0, "", ""
 
     def exec_stream(self, container: str, argv: list[str]):
