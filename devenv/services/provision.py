@@ -340,8 +340,12 @@ class Provisioner:
         status = status_from_container(info, self.host.name)
         host_key = None
         if env.sshd:
-            data = self.runtime.read_file(container, HOST_KEY_FILE)
-            host_key = " ".join(data.decode().split()[:2]) if data else None
+            # made at the container's first start and kept with it: the cache holds it once it was read
+            cached = envstate.load(self.host.name, env.name)
+            host_key = cached.get("host_key") if cached.get("container") == container else None
+            if not host_key:
+                data = self.runtime.read_file(container, HOST_KEY_FILE)
+                host_key = " ".join(data.decode().split()[:2]) if data else None
         envstate.update(self.host.name, env.name, container=container, token=token, ports=status.ports,
                         host_key=host_key, spec_hash=status.spec_hash, owner=self.owner)
         return UpResult(status, action, token, host_key, image_action, time.monotonic() - started)
