@@ -58,7 +58,7 @@ HOST_KEY_FILE = "/etc/ssh/ssh_host_ed25519_key.pub"
 PROBE_INTERVAL = 0.2       # s between readiness probes: each is one channel on the open connection, no process
 STEADY_POLLING_S = 30.0    # ... for this long, then ever less often (a slow host)
 REPAIR_GRACE_S = 3.0       # a running environment's services may be down this long before `up` repairs them
-STARTING_S = 30.0          # a container younger than this is starting: its services get until then
+STARTING_S = 20.0          # a container younger than this is starting: its services get until then
 SSHD_RESTART_S = 10.0      # how long sshd started again may take before the container is restarted instead
 STOP_TIMEOUT_S = 5         # a hung Jupyter ignores SIGTERM: KILL after this
 # The entrypoint's sshd supervisor, started again (the old one is gone if sshd stayed down past the grace).
