@@ -179,3 +179,17 @@ def test_a_count_becomes_the_picked_gpus_in_the_container_and_its_label_not_the_
     assert request.labels[envspec.SPEC_HASH] == envspec.spec_hash(spec) and spec["gpus"] == "free:1"
     assert envspec.container_request(spec, "t", "h", "0", chosen_gpus="5").labels[envspec.SPEC_HASH] == \
         request.labels[envspec.SPEC_HASH]
+
+
+def test_the_pid_loop_both_scripts_share_takes_the_first_field_of_app_lines_only():
+    """gpu.sample.apps_pids_script, as the occupancy frame and the monitor's process stream run it (sh)."""
+    import subprocess
+
+    from devenv.gpu.sample import apps_pids_script
+
+    listing = ("820, GPU-aaaa, 1126, python3\nNo running processes found\n"
+               "Failed to initialize NVML: Unknown Error\n9031, GPU-bbbb, 20, python\n")
+    for indent in ("", "  "):
+        script = f"out='{listing}'\n{apps_pids_script(indent)}\necho \"[$pids]\""
+        done = subprocess.run(["sh", "-c", script], capture_output=True, text=True, check=True)
+        assert done.stdout.strip() == "[820 9031]", (indent, done.stdout, done.stderr)

@@ -57,6 +57,17 @@ def apps_query_command(nvidia_smi: str = "nvidia-smi") -> str:
     return f"{nvidia_smi} --query-compute-apps={','.join(APP_FIELDS)} --format=csv,noheader,nounits"
 
 
+def apps_pids_script(indent: str = "", listing: str = "out") -> str:
+    """POSIX shell lines that set $pids to the pids (first CSV field) of the compute-apps listing held in
+    $listing, space-separated, skipping error text; read with the shell's own `read` (nothing started)."""
+    return (f"{indent}pids=\n"
+            f"{indent}while IFS=, read -r pid rest; do\n"
+            f"{indent}  case $pid in ''|*[!0-9]*) ;; *) pids=\"${{pids:+$pids }}$pid\" ;; esac\n"
+            f"{indent}done <<DEVENV_EOF\n"
+            f"${listing}\n"
+            "DEVENV_EOF")  # a here-document's end stays unindented
+
+
 _INVALID_FIELD_RE = re.compile(r'Field "([^"]+)" is not a valid field to query')
 
 
@@ -461,7 +472,7 @@ def sparkline(values: list[float | None], lo: float = 0.0, hi: float | None = No
 __all__ = [
     "GPU_FIELDS", "APP_FIELDS", "FIELD_ALIASES", "THROTTLE_REASONS", "SLOWDOWN_REASONS", "NA_VALUES",
     "GpuSample", "ProcessSample", "AppsFrame", "HostStats", "cpu_busy_pct", "Gap", "GpuHistory",
-    "gpu_query_command", "apps_query_command", "invalid_field", "decode_throttle",
+    "gpu_query_command", "apps_query_command", "apps_pids_script", "invalid_field", "decode_throttle",
     "parse_gpu_line", "parse_gpu_csv", "parse_apps_csv", "parse_apps_frame", "container_from_cgroup",
     "sparkline", "time_series", "sample_step", "APPS_BEGIN", "APPS_END", "SPARK_GAP",
 ]

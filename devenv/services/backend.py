@@ -68,6 +68,7 @@ class Traits:
     containers: bool        # environments are containers: image, engine and GPU-access checks, `image build`
     shell_on_host: bool     # `devenv ssh` is the host's own sshd (no sshd of the environment's own)
     down_verb: str          # what `down` did to each item it lists: "Removed container", "Stopped", ...
+    on_cluster: bool = False  # environments are jobs on a scheduler's nodes: `check` and `sanity` ask the cluster
 
 
 @dataclass

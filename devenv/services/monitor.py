@@ -32,6 +32,7 @@ from devenv.gpu.sample import (
     GpuSample,
     HostStats,
     ProcessSample,
+    apps_pids_script,
     apps_query_command,
     cpu_busy_pct,
     gpu_query_command,
@@ -112,12 +113,7 @@ while :; do
   echo "{APPS_BEGIN} $?"
   echo "@me ${{USER:-$(id -un)}}"
   [ -n "$out" ] && printf '%s\\n' "$out"
-  pids=
-  while IFS=, read -r pid rest; do
-    case $pid in ''|*[!0-9]*) ;; *) pids="${{pids:+$pids }}$pid" ;; esac
-  done <<DEVENV_EOF
-$out
-DEVENV_EOF
+{apps_pids_script("  ")}
   if [ -n "$pids" ]; then
     ps -ww -o pid=,user:32=,pcpu=,rss=,etimes=,args= -p "$pids" 2>/dev/null |
       while read -r p u c r e a; do echo "@ps $p $u $c $r $e $a"; done

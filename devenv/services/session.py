@@ -105,7 +105,7 @@ class EnvSession:
 
     def check(self, on_result: Callable[[CheckResult], None] | None = None) -> CheckReport:
         """Every check of `devenv check` for this host and environment (a Slurm cluster's: services/cluster_check)."""
-        if self.profile.runtime == "slurm":
+        if self.traits.on_cluster:
             from devenv.services.cluster_check import run_cluster_check
 
             return run_cluster_check(self.conn, self.profile, self.env, on_result)

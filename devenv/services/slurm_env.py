@@ -81,7 +81,7 @@ class SlurmEnvironments:
     `slurm` is a devenv.schedulers.slurm.Slurm and `files` a devenv.runtimes.host_runtime.HostRuntime, both on
     the login node's connection (passed in: this service never builds an adapter)."""
 
-    traits = Traits(containers=False, shell_on_host=False, down_verb="Cancelled")
+    traits = Traits(containers=False, shell_on_host=False, down_verb="Cancelled", on_cluster=True)
 
     def __init__(self, host: HostProfile, conn, slurm, files, owner: str | None = None,
                  clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep,
