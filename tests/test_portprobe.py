@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import socket
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -156,3 +157,22 @@ def test_an_sshd_without_forwarding_cannot_probe_and_says_so(tmp_path, key, http
     with SSHD(tmp_path / "closed", authorized_keys=[key.public], extra_config="AllowTcpForwarding no") as server, \
             _connect(server, key) as conn, pytest.raises(readiness.CannotProbe, match="refuses TCP forwarding"):
         readiness.ask(conn, {"jupyter": http_server()}, ["jupyter"])
+
+
+def test_the_sshd_probe_says_who_it_is_so_sshd_logs_no_error(tmp_path, key, monkeypatch):
+    """A bare banner read makes sshd log an error per probe (kex_exchange_identification: ...); the probe sends
+    its own identification line first, and sshd notes one closed pre-auth connection."""
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    with SSHD(tmp_path / "sshd", authorized_keys=[key.public]) as server:
+        deadline = time.monotonic() + 10  # the fixture's own start-up check connected bare: past its lines
+        while "Connection closed by" not in server.log_text() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        before = len(server.log_text())
+        said = readiness.ask(LocalConnection(), {"ssh": server.port}, ["sshd"])
+        assert said["sshd"].startswith("ok: SSH-2.0-OpenSSH")
+        deadline = time.monotonic() + 10  # until sshd has written the line (bounded, no timing assert)
+        while "[preauth]" not in server.log_text()[before:] and time.monotonic() < deadline:
+            time.sleep(0.05)
+        log = server.log_text()[before:]
+    assert "Connection closed by 127.0.0.1" in log and "[preauth]" in log
+    assert "kex_exchange_identification" not in log

@@ -239,3 +239,13 @@ def test_the_check_starts_before_the_engine_is_asked_when_this_laptop_knows_no_e
         result = session.up(UpOptions())
         assert result.action == "created" and seen == expected
         assert [r.ok for r in events.reports] == [True]  # the report reached the front end either way
+
+
+def test_the_wait_asks_again_only_what_has_not_answered_yet():
+    """Each sshd probe is a line pair in the environment's log: once sshd answered, only Jupyter is polled."""
+    runtime = MemoryRuntime(images={ENV.image: "sha256:img"})
+    runtime.slow = {"jupyter": 3}
+    result = backend(runtime).up(ENV, Key(), events=Recorder(), options=UpOptions())
+    probes = [c.split(" ", 2)[2] for c in runtime.did("exec") if "devenv-ready" in c]
+    assert result.action == "created"
+    assert probes == ["devenv-ready jupyter sshd"] + ["devenv-ready jupyter"] * 3, probes

@@ -97,12 +97,19 @@ def http_get(conn: object, port: int, path: str = "/", *, host: str = "127.0.0.1
     return int(words[1]), body
 
 
-def banner(conn: object, port: int, *, host: str = "127.0.0.1", timeout: float = PROBE_TIMEOUT) -> str:
-    """The first line a server sends on connect (an sshd's "SSH-2.0-OpenSSH_9.2p1 ..."); NotAnswering if none."""
+def banner(conn: object, port: int, *, host: str = "127.0.0.1", timeout: float = PROBE_TIMEOUT,
+           reply: bytes = b"") -> str:
+    """The first line a server sends on connect (an sshd's "SSH-2.0-OpenSSH_9.2p1 ..."); NotAnswering if none.
+    reply is sent back once the line came, before hanging up."""
     deadline = time.monotonic() + timeout
     stream = _open_or_refused(conn, port, host, timeout)
     try:
         data = _read_all(stream, 256, deadline, until=b"\n")
+        if reply and data.startswith(b"SSH-"):
+            try:
+                stream.sendall(reply)
+            except OSError:
+                pass  # it hung up first: the banner is what counts
     except OSError as exc:
         raise NotAnswering(f"{type(exc).__name__}: {exc}") from None
     finally:
@@ -127,7 +134,9 @@ def jupyter_version(conn: object, port: int, *, host: str = "127.0.0.1", timeout
 
 
 def sshd_banner(conn: object, port: int, *, host: str = "127.0.0.1", timeout: float = PROBE_TIMEOUT) -> str:
-    line = banner(conn, port, host=host, timeout=timeout)
+    # Our own identification line before hanging up: sshd then logs one "Connection closed by ... [preauth]"
+    # instead of an error ("kex_exchange_identification: Connection closed by remote host") and that line.
+    line = banner(conn, port, host=host, timeout=timeout, reply=b"SSH-2.0-devenv-probe\r\n")
     if not line.startswith("SSH-"):
         raise NotAnswering(f"unexpected banner {line[:40]!r}")
     return line

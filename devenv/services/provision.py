@@ -255,13 +255,17 @@ class Provisioner:
         timeout = options.ready_timeout if timeout is None else timeout
         if say:
             events.step(f"Waiting for {' and '.join(services)} (at most {timeout:.0f} s)")
-        return jupyter.wait_ready(lambda: self._probe(container, services),
+        answered: dict[str, str] = {}
+        return jupyter.wait_ready(lambda: self._probe(container, services, answered),
                                   lambda: list(self.runtime.logs(container, tail=30)),
                                   host=self.host.name, timeout=timeout, interval=PROBE_INTERVAL,
                                   steady_for=STEADY_POLLING_S, on_wait=events.waiting)
 
-    def _probe(self, container: str, services: list[str]) -> jupyter.Probe:
-        """One look: is the container running, and do its services answer on the ports it publishes?"""
+    def _probe(self, container: str, services: list[str], answered: dict[str, str] | None = None) -> jupyter.Probe:
+        """One look: is the container running, and do its services answer on the ports it publishes? A service
+        in answered (what it said) is not asked again: each probe of sshd is a line pair in the environment's
+        log ("Connection closed by ..."), which a wait of 0.2 s polls would fill with them."""
+        answered = {} if answered is None else answered
         info = self.runtime.find(container)
         if info is None or info.state not in ("running",):
             state = info.state if info else "removed"
@@ -269,14 +273,25 @@ class Provisioner:
             if info is not None and info.state == "restarting":
                 detail = f" (crashed and restarting, {info.restart_count} restarts)"
             return jupyter.Probe(False, "", stopped=f"the container is {state}{detail}")
+        asked = [name for name in services if name not in answered]
+        probe = None
         if self.conn is not None and not self._ports_unreachable:
             ports = status_from_container(info, self.host.name).ports
             try:
-                return readiness.probe_ports(self.conn, ports, services)
+                probe = readiness.probe_ports(self.conn, ports, asked)
             except readiness.CannotProbe:  # sshd refuses TCP forwarding: ask from inside, as before
                 self._ports_unreachable = True
-        code, out, err = self.runtime.exec(container, ["devenv-ready", *services])
-        return jupyter.Probe(code == 0, (out + err).strip())
+        if probe is None:
+            code, out, err = self.runtime.exec(container, ["devenv-ready", *asked])
+            probe = jupyter.Probe(code == 0, (out + err).strip())
+        for line in probe.text.splitlines():
+            name, _, said = line.partition(" ")
+            if name in asked and said.startswith("ok"):
+                answered[name] = line
+        down = tuple(name for name in services if name not in answered)
+        text = "\n".join([answered[name] for name in services if name in answered]
+                         + [line for line in probe.text.splitlines() if line.partition(" ")[0] not in answered])
+        return jupyter.Probe(not down, text, down=down)
 
     def _revive(self, env: EnvProfile, info: ContainerInfo, public_key: str, options: UpOptions,
                 events: Events) -> str | None:
