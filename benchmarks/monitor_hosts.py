@@ -7,7 +7,7 @@ nvidia-smi REPLAY (tests/replay/nvidia-smi, REPLAY_GPUS=8) from a private copy, 
 run can be found by its path. Two ways to sample, same data, same 1 s tick:
 
   stream  devenv's HostSampler: one `nvidia-smi --query-gpu ... -lms 1000` per host for the whole run, and one
-          shell loop listing compute processes every 5 s.
+          shell loop listing compute processes every 5 s (with `nvidia-smi pmon -c 1` per 4 GPUs that have one).
   tick    the naive way: every second a new SSH exec of `nvidia-smi --query-gpu ...` per host (every 5th tick
           also the compute-apps listing), as a once-per-tick poller would.
   tui     `stream` plus the Textual monitor app drawing every host (headless, 160x60): what the screen costs.
@@ -205,6 +205,7 @@ def run_mode(mode: str, n: int, seconds: float, warmup: float, replay_root: Path
     # the measuring itself (reading /proc) stays outside the laptop figure: remote first, then our rusage
     remote0 = tree_cpu_s(ours)
     execs0, launches0 = sshd_exec_sessions(log), len(count_file.read_text().splitlines())
+    pmons0 = count_file.read_text().split().count("pmon")
     r0, samples0, t0 = resource.getrusage(resource.RUSAGE_SELF), gpu_samples(), time.monotonic()
     time.sleep(seconds)
     r1, samples1, elapsed = resource.getrusage(resource.RUSAGE_SELF), gpu_samples(), time.monotonic() - t0
@@ -212,6 +213,7 @@ def run_mode(mode: str, n: int, seconds: float, warmup: float, replay_root: Path
     watcher.join(2)
     remote1 = tree_cpu_s(ours)
     execs1, launches1 = sshd_exec_sessions(log), len(count_file.read_text().splitlines())
+    pmons1 = count_file.read_text().split().count("pmon")
     stop.set()
     for s in samplers:
         s.stop(timeout=2)
@@ -231,6 +233,7 @@ def run_mode(mode: str, n: int, seconds: float, warmup: float, replay_root: Path
         "remote_long_lived_procs_per_host": round(statistics.median(watcher.counts) / n, 2) if watcher.counts else None,
         "ssh_execs_per_host_per_min": round((execs1 - execs0) / n / elapsed * 60, 1),
         "nvidia_smi_launches_per_host_per_min": round((launches1 - launches0) / n / elapsed * 60, 1),
+        "of_which_pmon_per_host_per_min": round((pmons1 - pmons0) / n / elapsed * 60, 1),
         "sshd_sessions_per_host": round(len(ours) / n, 1),
     }
 
@@ -264,13 +267,14 @@ def main() -> int:
           f"{time.strftime('%Y-%m-%d %H:%M')}; window {args.seconds:g} s after {args.warmup:g} s warm-up")
     print()
     print("| hosts | mode | GPU samples/s per host | laptop CPU % per host | laptop ms/sample | remote ms/sample | "
-          "remote CPU % per host | long-lived remote procs/host | SSH execs/host/min | nvidia-smi starts/host/min |")
+          "remote CPU % per host | long-lived remote procs/host | SSH execs/host/min | nvidia-smi starts/host/min "
+          "(of which pmon) |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for r in results:
         print(f"| {r['hosts']} | {r['mode']} | {r['samples_per_host_per_s']} | {r['laptop_cpu_pct_per_host']} | "
               f"{r['laptop_cpu_ms_per_sample']} | {r['remote_cpu_ms_per_sample']} | {r['remote_cpu_pct_per_host']} | "
               f"{r['remote_long_lived_procs_per_host']} | {r['ssh_execs_per_host_per_min']} | "
-              f"{r['nvidia_smi_launches_per_host_per_min']} |")
+              f"{r['nvidia_smi_launches_per_host_per_min']} ({r['of_which_pmon_per_host_per_min']}) |")
     return 0
 
 

@@ -18,13 +18,14 @@ from sshd_fixture import SSHD
 
 from devenv.config import paths
 from devenv.config.profiles import SSHTarget
-from devenv.gpu.sample import Gap, GpuSample, ProcessSample, parse_gpu_line
+from devenv.gpu.sample import Gap, GpuSample, ProcessSample, parse_gpu_line, parse_pmon
 from devenv.remote.ssh import SSHConnection
 from devenv.services.monitor import HostSnapshot
 
 TESTS = Path(__file__).resolve().parent
 REPLAY_DIR = TESTS / "replay"
 RECORDING = TESTS / "fixtures" / "monitor" / "stream_full_lms500.csv"
+PMON_RECORDING = TESTS / "fixtures" / "pmon" / "load_pmon_u_d1.txt"
 T0 = 1_796_000_000.0  # a fixed "now" for pictures: 2026-11-29
 
 
@@ -39,6 +40,14 @@ def recorded_gpu(k: int, row: str, t: float) -> GpuSample:
     if k:
         sample = replace(sample, index=k, uuid=sample.uuid[:-2] + f"{k:02x}", pci_bus_id=f"00000000:00:{6 + k:02X}.0")
     return sample
+
+
+def recorded_sm() -> list[int]:
+    """SM % of the heavy load (pid 480: a matmul loop alone on its GPU) in a real pmon of an H200, 3 samples."""
+    rows = [line.split() for line in PMON_RECORDING.read_text().splitlines()]
+    heavy = [int(r[3]) for r in rows if len(r) > 3 and r[1] == "480"]
+    assert heavy and parse_pmon(" ".join(r) for r in rows), PMON_RECORDING
+    return heavy
 
 
 def recorded_snapshot(host: str = "h200-box", n_gpus: int = 8, *, gap: bool = True, now: float = T0,
@@ -62,10 +71,12 @@ def recorded_snapshot(host: str = "h200-box", n_gpus: int = 8, *, gap: bool = Tr
         latest[k] = points[-1]
     gpus = tuple(latest[k] for k in range(n_gpus))
     busy = [g for g in gpus if g.mem_used_mib]
+    sm = recorded_sm()  # each busy GPU's one process gets the recorded heavy load's SM % in turn (99, 77, 88)
     processes = tuple(
         ProcessSample(4242 + (g.index % 2), "/opt/torch/.venv/bin/python3", g.mem_used_mib, g.uuid,
-                      "alice" if g.index % 2 else "root", "devenv-cuda" if g.index % 2 else None)
-        for g in busy)
+                      "alice" if g.index % 2 else "root", "devenv-cuda" if g.index % 2 else None,
+                      sm_pct=sm[i % len(sm)])
+        for i, g in enumerate(busy))
     return HostSnapshot(host, state, now, gpus=gpus, history=history, processes=processes,
                         processes_t=now - 2, gaps=(the_gap,) if gap else (), last_sample_t=now - 0.4,
                         samples=len(rows) * n_gpus, reconnects=1 if gap else 0)

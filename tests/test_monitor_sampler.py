@@ -11,7 +11,7 @@ import subprocess
 import time
 
 import pytest
-from monitor_helpers import replay_sshd, ssh_connection, trust, wait_until
+from monitor_helpers import REPLAY_DIR, replay_sshd, ssh_connection, trust, wait_until
 from sshd_fixture import find_processes, make_key
 
 from devenv.gpu.sample import Gap, GpuSample
@@ -232,3 +232,35 @@ def test_unreachable_host_is_an_error_state(tmp_path, key):
         sampler.stop()
     once = sample_once(conn)
     assert once.state == ERROR and once.message
+
+
+def test_sm_per_process_comes_in_the_process_stream(tmp_path, key):
+    """The long-lived sampler over real SSH: each process gets its GPU's SM % from the `pmon -c 1` that the
+    process loop runs in its own frame; no SSH session is opened for it (the sessions stay probe + 2 streams)."""
+    procs = [subprocess.Popen(["sleep", "120"]) for _ in range(5)]
+    listed = subprocess.run([str(REPLAY_DIR / "nvidia-smi"), "-L"], env={"REPLAY_GPUS": "5"}, capture_output=True,
+                            text=True, check=True).stdout
+    uuids = [line.split("UUID: ")[1].rstrip(")") for line in listed.splitlines()]
+    apps = tmp_path / "apps.csv"
+    apps.write_text("".join(f"{p.pid}, python3, 1002, {u}\n" for p, u in zip(procs, uuids)))
+    try:
+        env = {"REPLAY_GPUS": "5", "REPLAY_APPS": str(apps), "REPLAY_TICK": "20"}
+        with replay_sshd(tmp_path / "sshd", key, env=env) as server:
+            trust(server)
+            conn = ssh_connection("box", server.port, key)
+            sampler = sampler_for(conn).start()
+            try:
+                wait_until(lambda: len(sampler.snapshot().processes) == 5, 30, what="the 5 processes")
+                snap = sampler.snapshot()
+                util = {g.uuid: g.util_pct for g in snap.gpus}
+                assert {p.pid: p.sm_pct for p in snap.processes} == {
+                    p.pid: util[p.gpu_uuid] or None for p in snap.processes}
+                assert any(p.sm_pct for p in snap.processes) and snap.sm_error is None
+                assert server.log_text().count("Starting session: command") <= 4
+            finally:
+                sampler.stop()
+                conn.close()
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait()

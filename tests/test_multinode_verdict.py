@@ -121,3 +121,20 @@ def test_the_record_is_not_changed_by_judging():
     before = copy.deepcopy(multi)
     mn.judge(multi, record("single"), 2)
     assert multi == before
+
+
+def h200(phase: str) -> dict:
+    """A real run on one H200 (2026-12-02, the device machine, torch 2.11 + CUDA 13.0, NCCL 2.28.9): the script
+    started by torchrun by hand with one rank (benchmarks/gpu/multi_gpu_proof.sh)."""
+    return json.loads((SLURM / f"multinode_nccl_h200_1gpu_{phase}.json").read_text())
+
+
+def test_one_rank_on_one_gpu_passes_what_it_ran_and_judges_no_link():
+    verdict = mn.judge(h200("multi"), h200("single"), 1)
+    assert verdict.status == "pass", [(c.id, c.status, c.value) for c in verdict.checks]
+    assert by_id(verdict, "multinode.allreduce").status == "pass"
+    assert by_id(verdict, "multinode.ddp").status == "pass"
+    busbw = by_id(verdict, "multinode.busbw")
+    assert busbw.status == "skip" and "one rank" in busbw.value        # 0 GB/s by the formula, not a slow link
+    assert by_id(verdict, "multinode.scaling").status == "skip"        # 1 node vs the same node is no scaling
+    assert any("no interconnect was tested" in line for line in verdict.not_proven)

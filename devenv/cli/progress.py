@@ -50,7 +50,7 @@ class ProgressPrinter:
             from devenv.cli.render import print_checks
 
             self._end_line()
-            print_checks(report)
+            print_checks(report, err=True)  # stdout is for the result (`up --json` prints JSON there only)
 
     def confirm(self, question: str, details: list[str]) -> bool:
         self._end_line()

@@ -59,12 +59,12 @@ def print_results(results: Iterable[CheckResult], *, align: bool = True, err: bo
         print_result(result, width, err=err, source=source)
 
 
-def print_checks(report: CheckReport) -> None:
+def print_checks(report: CheckReport, *, err: bool = False) -> None:
     """A CheckReport for people: one line a check, the remedy under what failed or warned."""
-    print_results(report.checks)
+    print_results(report.checks, err=err)
     counts = report.counts()
     summary = ", ".join(f"{counts[s]} {word}" for s, word in
                         ((Status.FAIL, "failed"), (Status.WARN, "warned"), (Status.PASS, "passed"),
                          (Status.SKIP, "skipped")) if counts[s])
     verdict = click.style("ready" if report.ok else "NOT ready", fg="green" if report.ok else "red", bold=True)
-    click.echo(f"{report.host} is {verdict} for '{report.env}': {summary} ({report.elapsed_s:.1f} s)")
+    click.echo(f"{report.host} is {verdict} for '{report.env}': {summary} ({report.elapsed_s:.1f} s)", err=err)

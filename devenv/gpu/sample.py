@@ -11,7 +11,7 @@ import re
 from bisect import bisect_left
 from collections import deque
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 from devenv.gpu.nvsmi import NA_VALUES, parse_csv, query_command
 from devenv.gpu.nvsmi import to_float as _float
@@ -66,6 +66,46 @@ def apps_pids_script(indent: str = "", listing: str = "out") -> str:
             f"{indent}done <<DEVENV_EOF\n"
             f"${listing}\n"
             "DEVENV_EOF")  # a here-document's end stays unindented
+
+
+# compute-apps has no SM utilisation (tests/fixtures/pmon/load_bad_field.txt): `pmon` gives it per (GPU, pid).
+# One sample (-c 1), utilisation only (-s u), for the GPUs named after -i (at most 4 per call: `pmon -h`).
+PMON_MAX_GPUS = 4
+
+
+def pmon_command(nvidia_smi: str = "nvidia-smi") -> str:
+    return f"{nvidia_smi} pmon -c 1 -s u -i"
+
+
+def parse_pmon(lines: Iterable[str]) -> dict[tuple[int, int], int | None]:
+    """`nvidia-smi pmon -s u` (or -s um) rows: (GPU index, pid) -> SM %, None where the driver prints "-" (no
+    utilisation sample in the interval: it does not say 0). A GPU without processes prints pid "-": no entry.
+    The sm column is found by its header (`# gpu pid type sm ...`); a later row of the same pair wins."""
+    sm_at = 3
+    found: dict[tuple[int, int], int | None] = {}
+    for line in lines:
+        words = line.split()
+        if not words:
+            continue
+        if words[0].startswith("#"):
+            names = " ".join(words).lstrip("#").split()
+            if "pid" in names and "sm" in names:
+                sm_at = names.index("sm")
+            continue
+        if len(words) <= sm_at or not words[0].isdigit() or not words[1].isdigit():
+            continue
+        found[(int(words[0]), int(words[1]))] = _int(words[sm_at]) if words[sm_at] != "-" else None
+    return found
+
+
+def with_sm(processes: Iterable[ProcessSample], sm: dict[tuple[int, int], int | None],
+            index_of: dict[str | None, int | None]) -> tuple[ProcessSample, ...]:
+    """Processes with the SM % pmon gave for their (GPU, pid); None where it gave "-" or nothing."""
+    out = []
+    for p in processes:
+        index = index_of.get(p.gpu_uuid)
+        out.append(replace(p, sm_pct=sm.get((index, p.pid)) if index is not None else None))
+    return tuple(out)
 
 
 _INVALID_FIELD_RE = re.compile(r'Field "([^"]+)" is not a valid field to query')
@@ -211,6 +251,7 @@ class ProcessSample:
     rss_kib: int | None = None
     runtime_s: int | None = None   # seconds since it started
     command: str | None = None     # the full command line (ps args)
+    sm_pct: int | None = None      # SM utilisation from `nvidia-smi pmon` (None: "-", or pmon unavailable)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -248,6 +289,7 @@ def container_from_cgroup(lines: Iterable[str]) -> str | None:
 #   <compute-apps CSV lines, or nvidia-smi's error>
 #   @ps <pid> <user> <%cpu> <rss KiB> <elapsed s> <args...>   (from one `ps`; @user <pid> <user> from an old loop)
 #   @cgroup <pid> <cgroup line>   (read from /proc/<pid>/cgroup by the shell, no process)
+#   @pmon <exit code>, then @pm <line> per line of `nvidia-smi pmon -c 1 -s u -i <up to 4 GPUs>` (per 4 GPUs)
 #   @end
 APPS_BEGIN, APPS_END = "@apps", "@end"
 
@@ -289,6 +331,8 @@ class AppsFrame:
     error: str | None = None     # nvidia-smi's message when it failed
     me: str | None = None        # the user the stream runs as (its @me line), to tell other users' processes
     host: HostStats | None = None
+    sm: dict[tuple[int, int], int | None] = field(default_factory=dict)  # pmon's (GPU index, pid) -> SM %
+    sm_error: str | None = None  # why pmon gave nothing (its message), when it failed
 
 
 def parse_apps_frame(lines: list[str]) -> AppsFrame:
@@ -300,8 +344,16 @@ def parse_apps_frame(lines: list[str]) -> AppsFrame:
     details: dict[int, tuple] = {}
     me = None
     stats: dict = {}
+    pmon_lines: list[str] = []
+    pmon_failed: list[str] = []   # what a pmon that exited non-zero printed
+    pmon_code, pmon_codes = 0, []
     for line in lines[1:]:
-        if line.startswith(("@load ", "@mem ", "@cpu ", "@disk ")):
+        if line.startswith("@pmon "):
+            pmon_code = _int(line[6:]) if _int(line[6:]) is not None else -1
+            pmon_codes.append(pmon_code)
+        elif line.startswith("@pm ") or line == "@pm":
+            (pmon_failed if pmon_code else pmon_lines).append(line[4:])
+        elif line.startswith(("@load ", "@mem ", "@cpu ", "@disk ")):
             _host_line(line, stats)
         elif line.startswith("@ps "):
             parts = line.split(None, 6)
@@ -322,15 +374,20 @@ def parse_apps_frame(lines: list[str]) -> AppsFrame:
                 cgroups.setdefault(int(parts[1]), []).append(parts[2])
         else:
             csv_lines.append(line)
+    host = HostStats(**stats) if stats else None
     if code != 0:
         message = "\n".join(line for line in csv_lines if line.strip()) or f"exit code {code}"
-        return AppsFrame(code, (), message, me, HostStats(**stats) if stats else None)
+        return AppsFrame(code, (), message, me, host)
     processes = tuple(
         ProcessSample(p.pid, p.name, p.used_mib, p.gpu_uuid, users.get(p.pid),
                       container_from_cgroup(cgroups.get(p.pid, ())), *details.get(p.pid, ()))
         for p in parse_apps_csv("\n".join(csv_lines))
     )
-    return AppsFrame(0, processes, None, me, HostStats(**stats) if stats else None)
+    sm_error = None
+    if any(pmon_codes):
+        sm_error = next((m for m in (line.strip() for line in pmon_failed) if m),
+                        f"nvidia-smi pmon exited {next(c for c in pmon_codes if c)}")
+    return AppsFrame(0, processes, None, me, host, parse_pmon(pmon_lines), sm_error)
 
 
 def _host_line(line: str, stats: dict) -> None:
@@ -474,5 +531,6 @@ __all__ = [
     "GpuSample", "ProcessSample", "AppsFrame", "HostStats", "cpu_busy_pct", "Gap", "GpuHistory",
     "gpu_query_command", "apps_query_command", "apps_pids_script", "invalid_field", "decode_throttle",
     "parse_gpu_line", "parse_gpu_csv", "parse_apps_csv", "parse_apps_frame", "container_from_cgroup",
+    "pmon_command", "parse_pmon", "with_sm", "PMON_MAX_GPUS",
     "sparkline", "time_series", "sample_step", "APPS_BEGIN", "APPS_END", "SPARK_GAP",
 ]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import atexit
 import hashlib
 import os
+import queue
 import re
 import select
 import shutil
@@ -20,6 +21,7 @@ import subprocess
 import tempfile
 import threading
 import time
+from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -79,7 +81,8 @@ class ControlMaster:
 
     The control socket lives in a private 0700 directory under devenv's state dir (a short one under the
     temp dir if that path is too long for a socket), named by the host, not by ssh's tokens. The master runs
-    in its own session, dies with devenv (PR_SET_PDEATHSIG) and is closed by close_masters() at exit. It
+    in its own session, dies with devenv (PR_SET_PDEATHSIG; forked by one long-lived thread, so not with the
+    thread that first asked for a tunnel) and is closed by close_masters() at exit. It
     binds nothing itself; each forward binds 127.0.0.1 only. Its stderr goes to a file (a pipe nobody reads
     would fill and stall it), quoted when it fails."""
 
@@ -95,9 +98,11 @@ class ControlMaster:
                      "-o", "ServerAliveInterval=15", "-o", "ServerAliveCountMax=3", *options]
         self._client = [ssh_binary, "-S", self.path, "-o", "ControlMaster=no", *options]
         # Own session: a Ctrl-C meant for devenv reaches ssh only through close(), after devenv is done;
-        # and should devenv die without closing it, the kernel ends ssh too (no stray forwarder).
-        self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                     stderr=self._log, start_new_session=True, preexec_fn=_die_with_parent)
+        # and should devenv die without closing it, the kernel ends ssh too (no stray forwarder). Forked by
+        # the spawner thread: PR_SET_PDEATHSIG fires when the forking *thread* ends, and the caller's may be
+        # a short-lived worker (the `j` bug: a tunnel announced, nobody listening).
+        self.proc = spawn(self.argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                          stderr=self._log, start_new_session=True, preexec_fn=_die_with_parent)
         self._ready = False
         self._lock = threading.Lock()
 
@@ -334,6 +339,41 @@ def no_delay(sock) -> None:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     except (AttributeError, OSError):
         pass
+
+
+class _Spawner:
+    """One daemon thread that forks the children which must die with devenv (PR_SET_PDEATHSIG) but not with
+    the thread that asked for them: it lives until the process exits, so their parent "dies" only then."""
+
+    def __init__(self) -> None:
+        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def popen(self, argv: list[str], **kwargs) -> subprocess.Popen:
+        with self._lock:
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._serve, name="devenv-spawner", daemon=True)
+                self._thread.start()
+        done: Future = Future()
+        self._jobs.put((argv, kwargs, done))
+        return done.result()
+
+    def _serve(self) -> None:
+        while True:
+            argv, kwargs, done = self._jobs.get()
+            try:
+                done.set_result(subprocess.Popen(argv, **kwargs))
+            except BaseException as e:  # handed to the caller, raised in its thread
+                done.set_exception(e)
+
+
+_spawner = _Spawner()
+
+
+def spawn(argv: list[str], **kwargs) -> subprocess.Popen:
+    """subprocess.Popen(argv, **kwargs), forked by the long-lived spawner thread (see _Spawner)."""
+    return _spawner.popen(argv, **kwargs)
 
 
 def _die_with_parent() -> None:

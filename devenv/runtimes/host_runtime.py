@@ -38,11 +38,16 @@ c.ServerApp.allow_root = True   # whoever devenv logs in as (root on many GPU bo
 """
 
 # Runs on the host: pick the port (preferred if free), start Jupyter in its own session with its output in
-# the log, record state.json. argv: dir python workspace preferred_port state_json
+# the log, record state.json, with the GPUs it may see (state["gpus"]). argv: dir python workspace
+# preferred_port state_json
 _LAUNCH = r"""
 import json, os, socket, subprocess, sys, time
 d, python, workspace = sys.argv[1:4]
 preferred, state = int(sys.argv[4]), json.loads(sys.argv[5])
+environ = dict(os.environ)
+gpus = state.get("gpus", "all")
+if gpus != "all":
+    environ.update(CUDA_DEVICE_ORDER="PCI_BUS_ID", CUDA_VISIBLE_DEVICES="" if gpus == "none" else gpus)
 def free(port):
     s = socket.socket()
     try:
@@ -56,7 +61,8 @@ os.makedirs(workspace, exist_ok=True)
 log = open(os.path.join(d, "jupyter.log"), "ab")
 proc = subprocess.Popen([python, "-m", "jupyterlab", "--config=" + os.path.join(d, "jupyter_server_config.py"),
                          "--ServerApp.port=%d" % port, "--ServerApp.root_dir=" + workspace],
-                        stdin=subprocess.DEVNULL, stdout=log, stderr=log, cwd=workspace, start_new_session=True)
+                        stdin=subprocess.DEVNULL, stdout=log, stderr=log, cwd=workspace, start_new_session=True,
+                        env=environ)
 state.update(pid=proc.pid, port=port, started_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
              workspace=workspace, preferred_port=preferred)
 tmp = os.path.join(d, "state.json.tmp")
@@ -188,11 +194,11 @@ class HostRuntime:
         result = self.conn.run(f"tail -n {count} {log}", timeout=60)
         yield from result.stdout.splitlines()
 
-    def exec(self, env_name: str, argv: list[str]) -> tuple[int, str, str]:
-        """Run argv in the workspace with the profile's python first on PATH."""
+    def exec(self, env_name: str, argv: list[str], gpus: str = "all") -> tuple[int, str, str]:
+        """Run argv in the workspace with the profile's python first on PATH, seeing the env's GPUs only."""
         bindir = f"$(dirname $(command -v {shlex.quote(self.python)}))"
         command = (f"cd {_home(self.workspace(env_name))} 2>/dev/null || cd; PATH={bindir}:$PATH; "
-                   + " ".join(shlex.quote(a) for a in argv))
+                   + cuda_visible_prefix(gpus) + " ".join(shlex.quote(a) for a in argv))
         result = self.conn.run(command, timeout=3600)
         return result.exit_code, result.stdout, result.stderr
 
@@ -203,6 +209,16 @@ class HostRuntime:
         except CommandFailed as exc:
             raise DevenvError(f"devenv's helper failed on {self.host}: {exc.message}",
                               "check the host's python (`python:` in the host profile)") from None
+
+
+def cuda_visible_prefix(gpus: str) -> str:
+    """`export ...; ` limiting CUDA to the env's GPUs, in nvidia-smi's (PCI bus) order: CUDA's own default order,
+    fastest first, would give index 1 another GPU than nvidia-smi's 1. all: nothing; none: no GPU."""
+    if gpus == "all":
+        return ""
+    if gpus != "none" and not all(part.isdigit() for part in gpus.split(",")):
+        raise DevenvError(f"internal: GPU list '{gpus[:16]}' is not indices")
+    return f"export CUDA_DEVICE_ORDER=PCI_BUS_ID CUDA_VISIBLE_DEVICES={'' if gpus == 'none' else gpus}; "
 
 
 def _home(path: str) -> str:

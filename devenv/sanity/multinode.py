@@ -132,7 +132,12 @@ def judge(multi: dict[str, Any] | None, single: dict[str, Any] | None, nodes_ask
                               None if agree and finite else "the replicas drifted apart or the loss is not finite"))
 
     link = find_link(nodes, gpu)
-    checks.append(_bandwidth(multi.get("busbw") or [], link, gpu))
+    if world <= 1:  # busbw = algbw x 2(n-1)/n is 0 for one rank: nothing crossed any link, so nothing to judge
+        checks.append(CheckResult("multinode.busbw", "All-reduce bus bandwidth", SKIP,
+                                  "one rank: the all-reduce crossed no link (busbw = algbw x 2(n-1)/n = 0)"))
+        not_proven.append("one rank: no interconnect was tested (it takes two GPUs or two nodes)")
+    else:
+        checks.append(_bandwidth(multi.get("busbw") or [], link, gpu))
     if not gpu:
         not_proven.append("CPU only: no GPU interconnect was tested (gloo over TCP; NCCL, NVLink and "
                           "InfiniBand were not exercised)")
@@ -177,6 +182,8 @@ def _scaling(multi: dict[str, Any], single: dict[str, Any] | None, link: Link, n
     nodes = len(multi.get("nodes") or []) or 1
     one = ((single or {}).get("ddp") or {}).get("tokens_per_s")
     many = (multi.get("ddp") or {}).get("tokens_per_s")
+    if nodes == 1:  # the "multi" phase ran on the one node the baseline ran on: a ratio of noise
+        return CheckResult("multinode.scaling", title, SKIP, "one node: there is no scaling across nodes to judge")
     if not one or not many:
         not_proven.append("scaling: the one-node baseline did not run")
         return CheckResult("multinode.scaling", title, SKIP, "no one-node baseline")

@@ -131,7 +131,9 @@ class CommandTarget:
 
 class PreflightFailed(DevenvError):
     def __init__(self, report: CheckReport):
-        names = ", ".join(c.title for c in report.failed)
+        failed = report.failed
+        # one failure: what was seen too, so that the one line of the error says it all (the table may be gone)
+        names = f"{failed[0].title} ({failed[0].value})" if len(failed) == 1 else ", ".join(c.title for c in failed)
         super().__init__(f"{report.host} is not ready for '{report.env}': {names}",
                          "fix the failed checks above (each shows its remedy), then run `devenv up` again")
         self.report = report

@@ -20,6 +20,7 @@ from devenv.env import state as envstate
 from devenv.env.image_context import BuildInputs
 from devenv.env.info import EnvStatus, ImageInfo, ProgressEvent
 from devenv.errors import DevenvError
+from devenv.gpu import choose as gpu_choose
 from devenv.services import jupyter
 from devenv.services.backend import (
     Check,
@@ -68,8 +69,11 @@ class HostProvisioner:
         return f"{self.owner}-{env_name}"
 
     def spec(self, env: EnvProfile) -> dict[str, Any]:
-        return {"env": env.name, "runtime": "host", "python": self.host.python,
+        spec = {"env": env.name, "runtime": "host", "python": self.host.python,
                 "port": env.ports.get("jupyter", envspec.CONTAINER_PORTS["jupyter"]), "jupyter": env.jupyter}
+        if env.gpus != "all":  # left out for the default, so that environments made before keep their hash
+            spec["gpus"] = env.gpus
+        return spec
 
     # --- up ----------------------------------------------------------------------------------------------
 
@@ -109,12 +113,14 @@ class HostProvisioner:
         elif current:
             action = "started"  # it ran before (a reboot, a crash, an interrupted up): start it again
 
+        gpus = self._pick_gpus(env, options, events)
         token = (self.runtime.read_token(key) if current else None) or jupyter.new_token()
         self.runtime.prepare(key, token)
-        events.step(f"Starting Jupyter with {self.host.python} on {self.host.name}'s loopback")
+        events.step(f"Starting Jupyter with {self.host.python} on {self.host.name}'s loopback"
+                    + ("" if gpus == "all" else f" (CUDA_VISIBLE_DEVICES={gpus if gpus != 'none' else ''})"))
         state = {"env": env.name, "owner": self.owner, "host": self.host.name, "runtime": "host",
                  "spec": spec, "spec_hash": envspec.spec_hash(spec), "python": self.host.python,
-                 "version": __version__}
+                 "version": __version__, "gpus": gpus}
         launched = self.runtime.launch(key, env.name, spec["port"], state)
         launched["alive"] = True
         envstate.update(self.host.name, env.name, container=str(launched["pid"]), token=token,
@@ -125,6 +131,19 @@ class HostProvisioner:
             result.notes.append(f"127.0.0.1:{spec['port']} is taken on {self.host.name}; "
                                 f"Jupyter listens on {launched['port']} instead")
         return result
+
+    def _pick_gpus(self, env: EnvProfile, options: UpOptions, events: Events) -> str:
+        """The GPUs this Jupyter and its kernels may see (all | none | "1,3"): on a bare host there is no
+        device cgroup, so the choice is CUDA_VISIBLE_DEVICES in nvidia-smi's order (see the runtime)."""
+        count = gpu_choose.count_of(env.gpus)
+        if count is None:
+            return env.gpus
+        if options.pick_gpus is None:
+            raise DevenvError(f"the environment asks for {count} free GPU(s), and nothing here can pick them",
+                              "name the GPUs in the profile (gpus: [0, 1]) or use `devenv up`")
+        chosen = options.pick_gpus(count)
+        events.step(f"Picked GPU {chosen} ({gpu_choose.describe_ask(env.gpus)})")
+        return chosen
 
     def _wait(self, state: dict, options: UpOptions, events: Events) -> float:
         port = state["port"]
@@ -209,7 +228,8 @@ class HostProvisioner:
         return self.runtime.logs(self.key(env_name), tail=tail, follow=follow)
 
     def exec(self, env_name: str, argv: list[str]) -> ExecStream:
-        code, out, err = self.runtime.exec(env_name, argv)
+        state = self.runtime.state(self.key(env_name))
+        code, out, err = self.runtime.exec(env_name, argv, gpus=(state or {}).get("gpus", "all"))
         return iter([(out.encode(), err.encode())]), (lambda: code)
 
 
@@ -221,4 +241,5 @@ def _status(state: dict, host: str) -> EnvStatus:
         ports={"jupyter": state["port"]} if alive and state.get("port") else {},
         container=str(state.get("pid")) if state.get("pid") else None, name=f"jupyter {state.get('env', '')}",
         started_at=state.get("started_at", ""), detail="" if alive else "Jupyter is not running",
+        gpus=None if state.get("gpus") in (None, "none") else state["gpus"],
     )

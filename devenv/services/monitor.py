@@ -26,19 +26,21 @@ from devenv.gpu.sample import (
     APPS_END,
     FIELD_ALIASES,
     GPU_FIELDS,
+    PMON_MAX_GPUS,
     AppsFrame,
     Gap,
     GpuHistory,
     GpuSample,
     HostStats,
     ProcessSample,
-    apps_pids_script,
     apps_query_command,
     cpu_busy_pct,
     gpu_query_command,
     invalid_field,
     parse_apps_frame,
     parse_gpu_line,
+    pmon_command,
+    with_sm,
 )
 from devenv.remote.base import Connection, Result
 
@@ -65,6 +67,7 @@ class HostSnapshot:
     processes: tuple[ProcessSample, ...] = ()
     processes_t: float | None = None
     processes_error: str | None = None
+    sm_error: str | None = None     # why the processes have no SM % (nvidia-smi pmon's message)
     gaps: tuple[Gap, ...] = ()
     last_sample_t: float | None = None
     samples: int = 0
@@ -93,6 +96,7 @@ class HostSnapshot:
             "gpus": [g.to_dict() for g in self.gpus],
             "processes": [p.to_dict() for p in self.processes],
             "processes_time": self.processes_t, "processes_error": self.processes_error,
+            "sm_error": self.sm_error,
             "gaps": [g.to_dict() for g in self.gaps], "fields_missing": list(self.fields_missing),
             "login_user": self.login_user,
             "host_stats": self.host_stats.to_dict() if self.host_stats else None,
@@ -105,21 +109,38 @@ class HostSnapshot:
 # --- commands -------------------------------------------------------------------------------------------
 
 def apps_loop_script(nvidia_smi: str = "nvidia-smi", every_s: float = 5.0, once: bool = False) -> str:
-    """The process stream: one POSIX shell loop. Per frame it starts nvidia-smi and (if there are GPU
-    processes) one ps; cgroups are read with the shell's own `read`, without starting anything."""
+    """The process stream: one POSIX shell loop. Per frame it starts nvidia-smi and, if there are GPU
+    processes, one ps and one `nvidia-smi pmon -c 1` per 4 GPUs that have them (their SM %); cgroups are read
+    with the shell's own `read`, without starting anything. No frame opens an SSH session."""
     return f"""\
 while :; do
   out=$({apps_query_command(nvidia_smi)} 2>&1)
   echo "{APPS_BEGIN} $?"
   echo "@me ${{USER:-$(id -un)}}"
   [ -n "$out" ] && printf '%s\\n' "$out"
-{apps_pids_script("  ")}
+  pids= uuids=
+  while IFS=, read -r pid rest; do
+    case $pid in ''|*[!0-9]*) continue ;; esac
+    pids="${{pids:+$pids }}$pid"
+    u=${{rest##*,}}; u=${{u# }}
+    case $u in GPU-*) case ",$uuids," in *",$u,"*) ;; *) uuids="${{uuids:+$uuids,}}$u" ;; esac ;; esac
+  done <<DEVENV_EOF
+$out
+DEVENV_EOF
   if [ -n "$pids" ]; then
     ps -ww -o pid=,user:32=,pcpu=,rss=,etimes=,args= -p "$pids" 2>/dev/null |
       while read -r p u c r e a; do echo "@ps $p $u $c $r $e $a"; done
     for p in $pids; do
       while read -r l; do echo "@cgroup $p $l"; done < /proc/$p/cgroup
     done 2>/dev/null
+    set -f; IFS=,; set -- $uuids; unset IFS; set +f
+    while [ $# -gt 0 ]; do
+      ids=$1; shift; n=1
+      while [ $# -gt 0 ] && [ $n -lt {PMON_MAX_GPUS} ]; do ids="$ids,$1"; shift; n=$((n + 1)); done
+      pm=$({pmon_command(nvidia_smi)} "$ids" 2>&1)
+      echo "@pmon $?"
+      printf '%s\\n' "$pm" | while read -r l; do echo "@pm $l"; done
+    done
   fi
   read -r l1 l5 l15 _ < /proc/loadavg && echo "@load $l1 $l5 $l15 $(getconf _NPROCESSORS_ONLN)"
   while read -r k v _; do case $k in MemTotal:|MemAvailable:) echo "@mem $k $v" ;; esac; done < /proc/meminfo
@@ -208,19 +229,20 @@ def sample_once(conn: Connection, *, nvidia_smi: str = "nvidia-smi", timeout: fl
     except DevenvError as e:
         return HostSnapshot(host, ERROR, clock(), e.message, e.hint)
     processes, apps_t, apps_error = (), None, None
-    login_user, host_stats = None, None
+    login_user, host_stats, sm_error = None, None, None
     try:
         result = conn.run(apps_loop_script(nvidia_smi, once=True), timeout=timeout)
         apps_t = clock()
         frames = list(read_apps_frames(iter(result.stdout.splitlines())))
         if frames:
             processes, apps_error = _named(conn, frames[-1].processes, {}), frames[-1].error
-            login_user, host_stats = frames[-1].me, frames[-1].host
+            processes = with_sm(processes, frames[-1].sm, {g.uuid: g.index for g in gpus})
+            login_user, host_stats, sm_error = frames[-1].me, frames[-1].host, frames[-1].sm_error
     except DevenvError as e:
         apps_error = e.message
     missing = tuple(f for f in GPU_FIELDS if f not in fields and FIELD_ALIASES.get(f) not in fields)
     return HostSnapshot(host, OK, clock(), gpus=tuple(gpus), processes=tuple(processes), processes_t=apps_t,
-                        processes_error=apps_error, last_sample_t=gpus[0].t, samples=len(gpus),
+                        processes_error=apps_error, sm_error=sm_error, last_sample_t=gpus[0].t, samples=len(gpus),
                         fields_missing=missing, login_user=login_user, host_stats=host_stats)
 
 
@@ -270,6 +292,7 @@ class HostSampler:
         self._host_stats: HostStats | None = None
         self._processes_t: float | None = None
         self._processes_error: str | None = None
+        self._sm_error: str | None = None
         self._gaps: list[Gap] = []
         self._last_sample_t: float | None = None
         self._last_line_t: float | None = None
@@ -385,7 +408,9 @@ class HostSampler:
                             break
                         processes = _named(conn, frame.processes, self._names)
                         with self._changed:
-                            self._processes, self._processes_error = processes, frame.error
+                            index_of = {g.uuid: g.index for g in self._latest.values()}
+                            self._processes = with_sm(processes, frame.sm, index_of)
+                            self._processes_error, self._sm_error = frame.error, frame.sm_error
                             self._login_user = frame.me or self._login_user
                             if frame.host is not None:
                                 before = self._host_stats.cpu_jiffies if self._host_stats else ()
@@ -477,6 +502,7 @@ class HostSampler:
             host=self.host, state=self._state, t=self._clock(), message=self._message, hint=self._hint,
             gpus=gpus, history={k: tuple(h.points) for k, h in self._histories.items()},
             processes=self._processes, processes_t=self._processes_t, processes_error=self._processes_error,
+            sm_error=self._sm_error,
             gaps=tuple(self._gaps), last_sample_t=self._last_sample_t, samples=self._samples,
             reconnects=self._reconnects, next_retry_t=self._next_retry_t, fields_missing=missing,
             login_user=self._login_user, host_stats=self._host_stats,

@@ -3,7 +3,8 @@ once an HTTP request through the local port got Jupyter's answer.
 
 Why one owner thread: an OpenSSH tunnel's child gets PR_SET_PDEATHSIG, which Linux fires when the *thread* that
 forked it ends. Opened from a short-lived worker thread, the tunnel died a moment after its URL was announced
-(and stayed a zombie). Here every tunnel is opened on one thread that lives until close().
+(and stayed a zombie). Here every tunnel is opened on one thread that lives until close(); the OpenSSH master
+itself is also forked by one process-wide thread (devenv/remote/tunnels.py `spawn`), whoever asks first.
 
 This module builds no connection and no tunnel itself: it is handed callables that do (the CLI's wiring).
 """

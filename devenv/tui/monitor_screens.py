@@ -27,7 +27,7 @@ class HelpScreen(ModalScreen[None]):
         ("d", "stop the environment (asks first)"),
         ("/", "filter hosts by name (escape clears)"),
         ("up/down, K/J", "select a process of the selected host"),
-        ("o", "sort processes: gpu, memory, cpu, time"),
+        ("o", "sort processes: gpu, memory, SM%, cpu, time"),
         ("x / X", "terminate / kill the selected process (asks first)"),
         ("l", "show / hide the logs pane"),
         ("+ / -", "make the logs pane taller / shorter"),

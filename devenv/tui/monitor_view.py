@@ -198,14 +198,17 @@ def gpu_table(snap: HostSnapshot, width: int = 120, now: float | None = None) ->
     return table
 
 
-SORTS = ("gpu", "memory", "cpu", "time")  # the `o` key cycles through these
+SORTS = ("gpu", "memory", "sm", "cpu", "time")  # the `o` key cycles through these
 
 
 def sorted_processes(snap: HostSnapshot, sort: str = "gpu") -> list:
     index_of = {g.uuid: g.index for g in snap.gpus}
     by_gpu = sorted(snap.processes, key=lambda p: (index_of.get(p.gpu_uuid, 99), p.pid))
-    keys = {"memory": lambda p: -(p.used_mib or 0), "cpu": lambda p: -(p.cpu_pct or 0.0),
-            "time": lambda p: -(p.runtime_s or 0)}
+    # highest first; an unknown value ("-": no sample, or not reported) after every known one, 0 included
+    keys = {"memory": lambda p: -(p.used_mib if p.used_mib is not None else -1),
+            "sm": lambda p: -(p.sm_pct if p.sm_pct is not None else -1),
+            "cpu": lambda p: -(p.cpu_pct if p.cpu_pct is not None else -1.0),
+            "time": lambda p: -(p.runtime_s if p.runtime_s is not None else -1)}
     return sorted(by_gpu, key=keys[sort]) if sort in keys else by_gpu
 
 
@@ -233,12 +236,12 @@ def process_table(snap: HostSnapshot, now: float, width: int = 120, sort: str = 
     rows = sorted_processes(snap, sort)
     # processes come from the slower stream: say how old the list is, next to the (fresher) GPU rows
     listed = f"Command (listed {fmt.age(snap.processes_t, now)})" if snap.processes_t is not None else "Command"
-    arrow = {"memory": "Memory", "cpu": "CPU%", "time": "Time"}.get(sort)
+    arrow = {"memory": "Memory", "sm": "SM%", "cpu": "CPU%", "time": "Time"}.get(sort)
     columns = [("GPU", 3), ("PID", max(3, *(len(str(p.pid)) for p in rows))),
                ("User", max(4, *(len(p.user or fmt.NA) for p in rows))),
                ("Container", max(9, *(len(p.container or fmt.NA) for p in rows))), ("Memory", 6),
-               ("CPU%", 5), ("RSS", 6), ("Time", 8)]
-    for drop in ("Container", "Time", "RSS", "User", "CPU%"):  # a narrow panel keeps the command readable
+               ("SM%", 4), ("CPU%", 5), ("RSS", 6), ("Time", 8)]
+    for drop in ("Container", "Time", "RSS", "User", "CPU%", "SM%"):  # a narrow panel keeps the command readable
         if sum(w for _, w in columns) + GAP * len(columns) + 16 > width and drop != arrow:
             columns = [c for c in columns if c[0] != drop]
     command_width = max(8, width - sum(w for _, w in columns) - GAP * len(columns))
@@ -255,7 +258,8 @@ def process_table(snap: HostSnapshot, now: float, width: int = 120, sort: str = 
     for p in rows:
         values = {"GPU": fmt.num(index_of.get(p.gpu_uuid)), "PID": str(p.pid), "User": p.user or fmt.NA,
                   "Container": p.container or fmt.NA, "Memory": fmt.mib(p.used_mib),
-                  "CPU%": fmt.num(p.cpu_pct, "{:.0f}"), "RSS": _rss(p.rss_kib), "Time": _runtime(p.runtime_s)}
+                  "SM%": fmt.num(p.sm_pct), "CPU%": fmt.num(p.cpu_pct, "{:.0f}"), "RSS": _rss(p.rss_kib),
+                  "Time": _runtime(p.runtime_s)}
         row_style = "reverse" if p.pid == selected else style
         chosen = p if p.pid == selected else chosen
         command = Text(p.command or p.name or fmt.NA, style)
@@ -263,13 +267,17 @@ def process_table(snap: HostSnapshot, now: float, width: int = 120, sort: str = 
         if mark:
             command = Text.assemble((f"({mark}) ", style or "yellow"), command)
         table.add_row(*(Text(values[name], style) for name, _ in columns), command, style=row_style)
+    parts: list[RenderableType] = [table]
+    if snap.sm_error and any(name == "SM%" for name, _ in columns):  # say why the column is all "-"
+        parts.append(Text(f"  SM% {fmt.NA}: nvidia-smi pmon: {snap.sm_error.splitlines()[0]}", "bright_black",
+                          no_wrap=True, overflow="ellipsis"))
     if chosen is None:
-        return table
+        return parts[0] if len(parts) == 1 else Group(*parts)
     detail = Text(f"  pid {chosen.pid} · {chosen.user or fmt.NA}"
                   + (f" · {chosen.container}" if chosen.container else "") + " · ", "bold")
     detail.append(chosen.command or chosen.name or fmt.NA, "cyan")
     detail.overflow = "fold"
-    return Group(table, detail)
+    return Group(*parts, detail)
 
 
 def host_line(snap: HostSnapshot) -> Text | None:

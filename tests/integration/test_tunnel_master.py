@@ -8,6 +8,7 @@ import os
 import signal
 import socket
 import stat
+import threading
 import time
 from pathlib import Path
 
@@ -93,6 +94,31 @@ def test_a_killed_master_is_noticed_and_the_next_tunnel_gets_a_new_one(use_testh
     again = open_tunnel(host, None, [Forward("a", "127.0.0.1", 2201, free_port())])  # type: ignore[arg-type]
     assert again.master is not old and again.alive()
     assert banner(again.forwards[0].local_port).startswith("SSH-2.0-")
+
+
+def test_a_master_started_from_a_thread_that_ends_still_carries_tunnels(use_testhost):
+    """ssh gets PR_SET_PDEATHSIG, which Linux fires when the *thread* that forked it ends. The first tunnel of a
+    host may be asked for from a short-lived worker thread (a TUI key, a prestart): its master must outlive it."""
+    host = hostref.load_host("testbox")
+    started = []
+    worker = threading.Thread(target=lambda: started.append(tunnels.control_master(host)), name="short-lived")
+    worker.start()
+    worker.join()
+    assert not worker.is_alive()
+    master = started[0]
+    master.wait_ready()
+    forward = Forward("a", "127.0.0.1", 2201, free_port())
+    master.forward(forward)
+    assert banner(forward.local_port).startswith("SSH-2.0-")
+    assert master.alive() and masters_of(master.path) == [master.proc.pid]
+    # and the next tunnel, opened from yet another thread that ends, goes through that same live master
+    opened = []
+    other = threading.Thread(target=lambda: opened.append(
+        open_tunnel(host, None, [Forward("b", "127.0.0.1", 2201, free_port())])))  # type: ignore[arg-type]
+    other.start()
+    other.join()
+    assert opened[0].master is master and master.alive()
+    assert banner(opened[0].forwards[0].local_port).startswith("SSH-2.0-")
 
 
 def test_a_forward_to_a_taken_local_port_is_an_error(use_testhost):

@@ -205,3 +205,14 @@ def podman_slim_image(testhost, tmp_path_factory) -> str:
     env.run("image", "build", "testbox-podman", "--env", "slim-image", "-q", timeout=900)
     assert podman("image", "exists", "devenv-test/pytorch:slim").returncode == 0
     return "devenv-test/pytorch:slim"
+
+
+@pytest.fixture(scope="session")
+def host_python(tmp_path_factory) -> str:
+    """A python on the test host with JupyterLab (and, through system site packages, the machine's torch)."""
+    venv = tmp_path_factory.mktemp("host-runtime") / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True, timeout=120)
+    pip = subprocess.run([str(venv / "bin" / "pip"), "install", "-q", "jupyterlab>=4,<5"], capture_output=True,
+                         text=True, timeout=600)
+    assert pip.returncode == 0, pip.stderr
+    return str(venv / "bin" / "python")

@@ -7,7 +7,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,17 +14,6 @@ from conftest import processes_mentioning, read_url
 from jupyter_client import JupyterClient
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(scope="session")
-def host_python(tmp_path_factory) -> str:
-    """A python on the test host with JupyterLab (and, through system site packages, the machine's torch)."""
-    venv = tmp_path_factory.mktemp("host-runtime") / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True, timeout=120)
-    pip = subprocess.run([str(venv / "bin" / "pip"), "install", "-q", "jupyterlab>=4,<5"], capture_output=True,
-                         text=True, timeout=600)
-    assert pip.returncode == 0, pip.stderr
-    return str(venv / "bin" / "python")
 
 
 def test_host_runtime_lifecycle(test_env, host_python):
