@@ -57,15 +57,20 @@ def apps_query_command(nvidia_smi: str = "nvidia-smi") -> str:
     return f"{nvidia_smi} --query-compute-apps={','.join(APP_FIELDS)} --format=csv,noheader,nounits"
 
 
-def apps_pids_script(indent: str = "", listing: str = "out") -> str:
+def apps_pids_script(indent: str = "", listing: str = "out", uuids: bool = False) -> str:
     """POSIX shell lines that set $pids to the pids (first CSV field) of the compute-apps listing held in
-    $listing, space-separated, skipping error text; read with the shell's own `read` (nothing started)."""
-    return (f"{indent}pids=\n"
-            f"{indent}while IFS=, read -r pid rest; do\n"
-            f"{indent}  case $pid in ''|*[!0-9]*) ;; *) pids=\"${{pids:+$pids }}$pid\" ;; esac\n"
-            f"{indent}done <<DEVENV_EOF\n"
-            f"${listing}\n"
-            "DEVENV_EOF")  # a here-document's end stays unindented
+    $listing, space-separated, skipping error text; with uuids, also $uuids to the GPU uuids (last field) they
+    run on, comma-separated, each once. Read with the shell's own `read` (nothing started)."""
+    lines = ["pids= uuids=" if uuids else "pids=",
+             "while IFS=, read -r pid rest; do",
+             "  case $pid in ''|*[!0-9]*) continue ;; esac",
+             '  pids="${pids:+$pids }$pid"']
+    if uuids:
+        lines += ["  u=${rest##*,}; u=${u# }",
+                  '  case $u in GPU-*) case ",$uuids," in *",$u,"*) ;; *) uuids="${uuids:+$uuids,}$u" ;; esac ;; esac']
+    lines.append("done <<DEVENV_EOF")
+    # the here-document's body and end stay unindented
+    return "\n".join(indent + line for line in lines) + f"\n${listing}\nDEVENV_EOF"
 
 
 # compute-apps has no SM utilisation (tests/fixtures/pmon/load_bad_field.txt): `pmon` gives it per (GPU, pid).
