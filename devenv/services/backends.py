@@ -53,7 +53,7 @@ def known_traits(host: HostProfile) -> Traits | None:
 def on_cluster(host: HostProfile) -> bool:
     """Does the profile name a cluster whose environments are scheduler jobs (`auto` never is one)?"""
     traits = known_traits(host)
-    return traits is not None and traits.on_cluster
+    return traits is not None and traits.scheduled
 
 
 def traits_of(host: HostProfile) -> Traits:

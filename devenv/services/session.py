@@ -105,7 +105,7 @@ class EnvSession:
 
     def check(self, on_result: Callable[[CheckResult], None] | None = None) -> CheckReport:
         """Every check of `devenv check` for this host and environment (a Slurm cluster's: services/cluster_check)."""
-        if self.traits.on_cluster:
+        if self.traits.scheduled:
             from devenv.services.cluster_check import run_cluster_check
 
             return run_cluster_check(self.conn, self.profile, self.env, on_result)
@@ -114,12 +114,22 @@ class EnvSession:
         return run_check(self.conn, self.profile, self.env, on_result)
 
     def _preflight(self, env: EnvProfile) -> CheckReport:
+        """The check `up` runs before it makes anything (the one started early, when it was)."""
         early, self._early_check = self._early_check, None
         if early is not None and early.env == env:
             return early.result()
+        return self._run_preflight(env, self.host, self._allow_busy)
+
+    def _run_preflight(self, env: EnvProfile, host: HostProfile, allow_busy: bool) -> CheckReport:
+        """On a Slurm cluster the login node's part of the cluster check (partitions, GRES, the request,
+        limits), else the host's."""
+        if traits_of(host).scheduled:
+            from devenv.services.cluster_check import run_cluster_preflight
+
+            return run_cluster_preflight(self.conn, host, env)
         from devenv.services.preflight import run_check
 
-        return run_check(self.conn, self.host, env, allow_busy=self._allow_busy)
+        return run_check(self.conn, host, env, allow_busy=allow_busy)
 
     def _start_check_early(self) -> None:
         """When this laptop knows of no such environment on the host (never made here, or `down` since), `up`
@@ -128,12 +138,10 @@ class EnvSession:
         environment after all, nothing waits for the check and its answer is dropped."""
         from devenv.env import state as envstate
 
-        if envstate.load(self.profile.name, self.env.name).get("container"):
-            return
-        from devenv.services.preflight import run_check
-
+        if not self.traits.containers or envstate.load(self.profile.name, self.env.name).get("container"):
+            return  # only container environments were measured to gain (a job's state names no container)
         host, env, allow_busy = self.host, self.env, self._allow_busy
-        self._early_check = _Background(env, lambda: run_check(self.conn, host, env, allow_busy=allow_busy))
+        self._early_check = _Background(env, lambda: self._run_preflight(env, host, allow_busy))
 
     def up(self, options: UpOptions | None = None) -> UpResult:
         """Make or reattach the environment; its ssh entry is written when it runs its own sshd."""
