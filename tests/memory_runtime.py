@@ -22,9 +22,12 @@ class MemoryRuntime:
     def __init__(self, host: str = "memhost", images: dict[str, str] | None = None):
         self.host = host
         self.images = dict(images or {})            # ref -> image id
+        self.image_labels: dict[str, dict[str, str]] = {}
+        self.exec_users: list[str] = []             # the user of each exec_stream ("" : the image's, root)
         self.containers: dict[str, ContainerInfo] = {}
         self.files: dict[tuple[str, str], bytes] = {}
         self.volumes: dict[str, dict[str, str]] = {}
+        self.networks: dict[str, dict[str, str]] = {}
         self.calls: list[str] = []
         self.taken_ports: set[int] = set()          # host ports something else holds
         self.dead: set[str] = set()                 # services that do not answer in running containers
@@ -51,7 +54,17 @@ class MemoryRuntime:
 
     def image(self, ref: str) -> ImageInfo | None:
         self.calls.append(f"image {ref}")
-        return ImageInfo(ref, self.images[ref], 1 << 30) if ref in self.images else None
+        if ref not in self.images:
+            return None
+        return ImageInfo(ref, self.images[ref], 1 << 30, dict(self.image_labels.get(ref, {})))
+
+    def build(self, context, dockerfile: str, tag: str, buildargs: dict[str, str], progress,
+              labels: dict[str, str] | None = None, target: str | None = None) -> ImageInfo:
+        self.calls.append(f"build {tag}")
+        self.images[tag] = f"sha256:built-{len(self.did('build'))}-{tag}"
+        self.image_labels[tag] = dict(labels or {})
+        self.build_args = dict(buildargs)
+        return self.image(tag)  # type: ignore[return-value]
 
     def pull(self, ref: str, progress) -> ImageInfo:
         self.calls.append(f"pull {ref}")
@@ -71,6 +84,21 @@ class MemoryRuntime:
     def remove_volume(self, name: str) -> bool:
         self.calls.append(f"remove_volume {name}")
         return self.volumes.pop(name, None) is not None
+
+    def ensure_network(self, name: str, labels: dict[str, str]) -> bool:
+        self.calls.append(f"ensure_network {name}")
+        if name in self.networks:
+            return False
+        self.networks[name] = dict(labels)
+        return True
+
+    def list_networks(self, label_filters: dict[str, str]) -> list[str]:
+        return [n for n, labels in self.networks.items()
+                if all(labels.get(k) == v for k, v in label_filters.items())]
+
+    def remove_network(self, name: str) -> bool:
+        self.calls.append(f"remove_network {name}")
+        return self.networks.pop(name, None) is not None
 
     def find(self, name_or_id: str) -> ContainerInfo | None:
         for c in self.containers.values():
@@ -135,7 +163,8 @@ class MemoryRuntime:
             self.dead.discard("sshd")
         return 0, "", ""
 
-    def exec_stream(self, container: str, argv: list[str]):
+    def exec_stream(self, container: str, argv: list[str], tty: bool = False, user: str = ""):
+        self.exec_users.append(user)
         code, out, err = self.exec(container, argv)
         return iter([(out.encode(), err.encode())]), (lambda: code)
 

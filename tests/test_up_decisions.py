@@ -249,3 +249,39 @@ def test_the_wait_asks_again_only_what_has_not_answered_yet():
     probes = [c.split(" ", 2)[2] for c in runtime.did("exec") if "devenv-ready" in c]
     assert result.action == "created"
     assert probes == ["devenv-ready jupyter sshd"] + ["devenv-ready jupyter"] * 3, probes
+
+
+def test_a_running_environment_whose_image_predates_its_pip_list_is_rebuilt_not_reattached():
+    """Before: the fast path compared the container's spec hash only, and reattached to an image without
+    the profile's new pip package (seen on the test host: `up` after adding pip: said reattached)."""
+    from devenv.config.profiles import BuildSpec
+    from devenv.env import image_context
+
+    env = EnvProfile(name="py", source="test", image="devenv/test:1", build=BuildSpec("pytorch.Dockerfile"),
+                     pip=("inflection==0.5.1",), user="alice", ports={"jupyter": 8888, "ssh": 2222})
+    runtime = MemoryRuntime(images={env.image: "sha256:img"})          # built before: no content label
+    runtime.add_container(NAME, "running", labels_for("sha256:img", env))
+    result = backend(runtime).up(env, Key(), events=Recorder(), options=UpOptions(assume_yes=True))
+    assert result.image_action == "built" and result.action == "recreated"
+    assert runtime.image_labels[env.image][image_context.CONTENT_LABEL] == image_context.content_hash(env)
+    assert runtime.build_args["DEVENV_PIP"] == "inflection==0.5.1" and runtime.build_args["DEVENV_USER"] == "alice"
+    # the same again: the image is current now, so reattached without building
+    again = backend(runtime).up(env, Key(), events=Recorder(), options=UpOptions())
+    assert again.action == "reattached" and len(runtime.did("build")) == 1
+
+
+def test_exec_runs_as_the_environments_user_and_its_container_knows_it():
+    env = EnvProfile(name="py", source="test", image="devenv/test:1", user="alice",
+                     ports={"jupyter": 8888, "ssh": 2222})
+    runtime = MemoryRuntime(images={env.image: "sha256:img"})
+    provisioner = backend(runtime)
+    result = provisioner.up(env, Key(), events=Recorder(), options=UpOptions())
+    request = runtime._requested[result.status.container]
+    assert request.environment["DEVENV_USER"] == "alice" and request.user == "alice"
+    provisioner.exec("py", ["whoami"])
+    assert runtime.exec_users == ["alice"]
+    assert provisioner.ssh_target("py").user == "alice"
+    plain = MemoryRuntime(images={ENV.image: "sha256:img"})
+    backend(plain).up(ENV, Key(), events=Recorder(), options=UpOptions())
+    backend(plain).exec("py", ["whoami"])
+    assert plain.exec_users == [""]          # root: the request is the same as before users existed

@@ -20,7 +20,7 @@ from dataclasses import replace
 from shlex import quote
 
 from devenv.errors import CommandFailed, CommandTimeout, ConnectError, DevenvError
-from devenv.remote import dial
+from devenv.remote import dial, keepalive
 from devenv.remote.base import DEFAULT_TIMEOUT, Result
 from devenv.remote.channel_io import ChannelIO, stop_script, wrap_command
 from devenv.remote.sshconfig import ResolvedTarget, resolve
@@ -47,6 +47,14 @@ class SSHConnection:
         # paramiko keeps one "last error" per transport: two threads opening channels at once can read each
         # other's refusal (or none). Opening is one round trip, so opens go one at a time.
         self._opening = threading.Lock()
+        self._last_loss: str | None = None  # why the keepalive dropped a transport of this connection
+
+    def loss_reason(self) -> str | None:
+        """Why the keepalive dropped this connection (the live one, or one re-dialled since), if it did."""
+        current = self._chain[-1] if self._chain else None
+        if current is not None and not current.is_active():
+            return keepalive.reason(current)
+        return self._last_loss
 
     # --- lifecycle ----------------------------------------------------------------------------------
 
@@ -69,7 +77,9 @@ class SSHConnection:
             if self._chain and self._chain[-1].is_active():
                 return self._chain[-1]
             if self._chain:
-                log.info("%s: the SSH connection died; reconnecting", self.name)
+                self._last_loss = keepalive.reason(self._chain[-1])
+                log.info("%s: the SSH connection died (%s); reconnecting", self.name,
+                         keepalive.reason(self._chain[-1]) or "closed")
             dial.close_chain(self._chain)  # a dead pooled transport is replaced, never reused
             self._chain = []
             started = time.monotonic()
@@ -290,8 +300,10 @@ class SSHConnection:
             time.sleep(0.02)
 
     def _lost(self, command: str) -> ConnectError:
+        why = self.loss_reason()
         return ConnectError(
-            f"connection to {self.name} ({self.resolved.address}) lost while running: {command}",
+            f"connection to {self.name} ({self.resolved.address}) lost while running: {command}"
+            + (f" ({why})" if why else ""),
             "the host rebooted, sshd restarted or the network dropped; re-run the command "
             "(devenv reconnects on the next command)")
 

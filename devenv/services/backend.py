@@ -111,6 +111,7 @@ class SshTarget:
 
     port: int | None = None
     host_key: str | None = None
+    user: str = "root"               # who the environment's sshd admits (its own user, else root)
 
     @property
     def on_host(self) -> bool:

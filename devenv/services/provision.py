@@ -114,7 +114,9 @@ class Provisioner:
         if existing is not None and existing.state == "running":
             image = self.runtime.image(env.image)
             spec = envspec.desired_spec(env, image.id if image else existing.image_id, key_fingerprint)
-            if existing.labels.get(envspec.SPEC_HASH) == envspec.spec_hash(spec):
+            # an image built before the profile's pip/apt/user changed is rebuilt below, not reattached to
+            current = image is None or images.is_current(image, env)
+            if current and existing.labels.get(envspec.SPEC_HASH) == envspec.spec_hash(spec):
                 token = self._token_of(env, existing.id) if env.jupyter else None
                 repair = self._revive(env, existing, public_key, options, events)
                 result = self._result(env, existing.id, "repaired" if repair else "reattached", token, started,
@@ -123,6 +125,7 @@ class Provisioner:
                 return result
 
         preflight(self.check, self.host, env, events)
+        self._check_binds(env, events)   # before any image work: a refused mount fails in seconds
 
         image, image_action = images.ensure_image(self.runtime, env, options.build_inputs, events.progress,
                                                   events.step)
@@ -161,6 +164,7 @@ class Provisioner:
             self.runtime.remove(existing.id)
             action = "recreated"
 
+        network = self._ensure_network(env.name, events)
         volumes: dict[str, str] = {}
         for role in spec["volumes"]:
             # the volume this environment already has (found by its labels: a workspace made under an older
@@ -171,11 +175,37 @@ class Provisioner:
             if self.runtime.ensure_volume(volumes[role], self._volume_labels(env.name, role)):
                 events.step(f"Created volume {volumes[role]}")
         chosen = self._pick_gpus(spec, options, events)
-        container, token, notes = self._create_and_start(env, spec, public_key, events, chosen, volumes)
+        container, token, notes = self._create_and_start(env, spec, public_key, events, chosen, volumes, network)
         self._wait(env, container, options, events)
         result = self._result(env, container, action, token, started, image_action)
         result.notes.extend(notes)
         return result
+
+    def _check_binds(self, env: EnvProfile, events: Events) -> None:
+        """Each bind mount's host path, as the host resolves it (links followed), must exist and pass the same
+        rules as its text: a link under /data must not lead to /etc."""
+        from devenv.env.devcontainer import bind_source_problem
+
+        binds = [m for m in env.mounts if m.type == "bind"]
+        if not binds:
+            return
+        if self.conn is None:
+            raise DevenvError("internal: bind mounts need the host's connection", "report this bug")
+        import shlex
+
+        for mount in binds:
+            result = self.conn.run(f"realpath -e -- {shlex.quote(mount.source)}", timeout=30)
+            real = result.stdout.strip()
+            if result.exit_code != 0 or not real:
+                raise DevenvError(f"mount {mount.source} -> {mount.target}: {mount.source} does not exist on "
+                                  f"{self.host.name}", f"make it there (ssh {self.host.name} mkdir -p "
+                                  f"{shlex.quote(mount.source)}), or remove the mount from devcontainer.json")
+            problem = bind_source_problem(real)
+            if problem:
+                raise DevenvError(f"mount {mount.source} -> {mount.target}: refused: on {self.host.name} it is "
+                                  f"{real}, and the host path {problem}", "bind a data folder of the host")
+            events.step(f"Mounting {self.host.name}:{real} at {mount.target}" + (" (read-only)" if mount.readonly
+                                                                                 else ""))
 
     def _pick_gpus(self, spec: dict, options: UpOptions, events: Events) -> str | None:
         count = gpu_choose.count_of(str(spec["gpus"]))
@@ -188,8 +218,19 @@ class Provisioner:
         events.step(f"Picked GPU {chosen} ({gpu_choose.describe_ask(str(spec['gpus']))})")
         return chosen
 
+    def _ensure_network(self, env_name: str, events: Events) -> str:
+        """The environment's own bridge network (found by its labels, else made): only the published ports
+        reach its services, never a container on another network."""
+        labels = self._volume_labels(env_name, "network")
+        mine = self.runtime.list_networks({k: labels[k] for k in (envspec.MANAGED, envspec.OWNER, envspec.ENV)})
+        name = mine[0] if mine else envspec.network_name(self.owner, env_name)
+        if self.runtime.ensure_network(name, labels):
+            events.step(f"Created network {name}")
+        return name
+
     def _create_and_start(self, env: EnvProfile, spec: dict, public_key: str, events: Events,
-                          chosen_gpus: str | None = None, volumes: dict[str, str] | None = None):
+                          chosen_gpus: str | None = None, volumes: dict[str, str] | None = None,
+                          network: str | None = None):
         """Create and start. A taken preferred port is replaced by a free one, a ulimit the host refuses is
         dropped; both are said in the result's notes."""
         any_port: set[str] = set()
@@ -198,7 +239,7 @@ class Provisioner:
                             f"started without it" for name in sorted(refused)]
         while True:
             request = envspec.container_request(spec, self.owner, self.host.name, __version__, any_port,
-                                                chosen_gpus, volumes)
+                                                chosen_gpus, volumes, network)
             for name in refused:
                 request.ulimits.pop(name, None)
             events.step(f"Creating container {request.name}")
@@ -400,6 +441,11 @@ class Provisioner:
             self.runtime.stop(current.container, timeout=10)
             self.runtime.remove(current.container)
             removed["containers"].append(current.name)
+        # its network too (a container is what holds one; one left by an interrupted `up` goes as well)
+        for network in self.runtime.list_networks({envspec.MANAGED: "1", envspec.OWNER: self.owner,
+                                                   envspec.ENV: env_name}):
+            if self.runtime.remove_network(network):
+                removed.setdefault("networks", []).append(network)
         if purge:
             for volume in self.volumes(env_name):
                 if self.runtime.remove_volume(volume):
@@ -416,12 +462,15 @@ class Provisioner:
         return current.container
 
     def running_container_of(self, env_name: str) -> str:
+        return self._running(env_name).container or ""
+
+    def _running(self, env_name: str) -> EnvStatus:
         current = self.find(env_name)
-        if current is None or not current.running:
+        if current is None or not current.running or not current.container:
             state = current.state if current else "absent"
             raise DevenvError(f"the environment '{env_name}' on {self.host.name} is {state}",
                               f"start it with `devenv up {self.host.name} --env {env_name}`")
-        return current.container
+        return current
 
     def jupyter_access(self, env_name: str) -> JupyterAccess:
         """(the running environment, its Jupyter token), the token read back from the host if not cached."""
@@ -453,15 +502,21 @@ class Provisioner:
         if not data:
             raise DevenvError(f"the environment '{env_name}' on {self.host.name} has no sshd host key yet",
                               "wait until `devenv up` reports it ready, then try again")
-        return SshTarget(current.ports["ssh"], " ".join(data.decode().split()[:2]))
+        return SshTarget(current.ports["ssh"], " ".join(data.decode().split()[:2]), envspec.user_of(current.spec))
 
     def logs(self, env_name: str, tail: int | str = 200, follow: bool = False) -> Iterator[str]:
         """The environment's log lines (Jupyter and sshd write to the container's output)."""
         return self.runtime.logs(self.container_of(env_name), tail=tail, follow=follow)
 
     def exec(self, env_name: str, argv: list[str]) -> ExecStream:
-        """(chunks of (stdout, stderr) bytes, a function giving the exit code once they are read)."""
-        return self.runtime.exec_stream(self.running_container_of(env_name), argv)
+        """(chunks of (stdout, stderr) bytes, a function giving the exit code once they are read), run as the
+        environment's user (its spec says which; root unless it has its own)."""
+        current = self._running(env_name)
+        container = current.container or ""
+        user = envspec.user_of(current.spec)
+        if user == "root":
+            return self.runtime.exec_stream(container, argv)
+        return self.runtime.exec_stream(container, argv, user=user)
 
     def build_image(self, env: EnvProfile, inputs: BuildInputs,
                     progress: Callable[[ProgressEvent], None]) -> ImageInfo:

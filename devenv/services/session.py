@@ -25,7 +25,7 @@ from devenv.config import hostref, profiles
 from devenv.config.profiles import EnvProfile, HostProfile
 from devenv.env.image_context import BuildInputs
 from devenv.env.info import EnvStatus, ImageInfo, ProgressEvent
-from devenv.env.spec import CONTAINER_PORTS
+from devenv.env.spec import CONTAINER_PORTS, user_of
 from devenv.remote.base import Connection
 from devenv.services import jupyter
 from devenv.services.backend import (
@@ -163,7 +163,8 @@ class EnvSession:
         if key and self.env.sshd and result.host_key and "ssh" in result.status.ports:
             from devenv.services.ssh_entry import write_env_entry
 
-            write_env_entry(self.host, self.env.name, result.status.ports["ssh"], result.host_key, key.private_path)
+            write_env_entry(self.host, self.env.name, result.status.ports["ssh"], result.host_key, key.private_path,
+                            user_of(result.status.spec))
         return result
 
     def jupyter_of(self, result: UpResult) -> JupyterAccess | None:
@@ -219,8 +220,9 @@ class EnvSession:
         from devenv.services.ssh_entry import entry_text, write_env_entry
 
         key = ensure_key()
-        alias = write_env_entry(self.host, self.env.name, target.port, target.host_key, key.private_path)
-        return alias, entry_text(self.host, self.env.name, target.port, key.private_path)[1]
+        alias = write_env_entry(self.host, self.env.name, target.port, target.host_key, key.private_path,
+                                target.user)
+        return alias, entry_text(self.host, self.env.name, target.port, key.private_path, target.user)[1]
 
     def with_answers(self, statuses: list[EnvStatus]) -> list[EnvStatus]:
         """The statuses, each running one with what its services said when probed on the ports the host
