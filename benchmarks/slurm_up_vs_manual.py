@@ -33,38 +33,19 @@ import sys
 import tempfile
 import textwrap
 import time
-import urllib.request
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from benchmarks.harness import free_port  # noqa: E402
+from benchmarks.harness import wait_answering as _wait_answering  # noqa: E402
+
 ENV_NAME = "bench-slurm"
 
 
-def answers(url: str, token: str) -> bool:
-    try:
-        req = urllib.request.Request(url, headers={"Authorization": f"token {token}"})
-        with urllib.request.urlopen(req, timeout=2) as resp:
-            return resp.status == 200
-    except OSError:
-        return False
-
-
-def wait_answering(url: str, token: str, timeout: float = 300) -> None:
-    deadline = time.monotonic() + timeout
-    while not answers(url, token):
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"{url} did not answer within {timeout} s")
-        time.sleep(0.1)
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def wait_answering(url: str, token: str) -> None:
+    _wait_answering(url, token, timeout=300, interval=0.1)
 
 
 def ssh(testhost: Path, *words: str, **kw) -> subprocess.CompletedProcess:

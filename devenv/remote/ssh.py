@@ -217,6 +217,29 @@ class SSHConnection:
             return None, f"could not probe forwarding: {e}"
         return True, "sshd allows TCP forwarding"
 
+    def open_port(self, host: str, port: int, timeout: float) -> paramiko.Channel:
+        """A direct-tcpip channel to host:port as the SSH server sees it (no process on the host): a stream
+        with socket's calls. ConnectionRefusedError when the server could not connect there; CannotProbe when
+        it refuses TCP forwarding."""
+        from devenv.remote.portprobe import CannotProbe
+        from devenv.remote.tunnels import no_delay
+
+        transport = self.transport()
+        no_delay(transport.sock)  # a small request and its answer: no delayed-ACK stall (as OpenSSH sets it)
+        try:
+            with self._opening:
+                channel = transport.open_channel("direct-tcpip", (host, port), ("127.0.0.1", 0), timeout=timeout)
+        except paramiko.ChannelException as e:
+            if e.code == paramiko.OPEN_FAILED_ADMINISTRATIVELY_PROHIBITED:
+                raise CannotProbe(f"sshd on {self.name} refuses TCP forwarding",
+                                  "allow it (AllowTcpForwarding local) for tunnels and quick probes") from None
+            raise ConnectionRefusedError(f"{host}:{port}: {e.text or 'connect failed'}") from None
+        except _CHANNEL_ERRORS as e:
+            if not transport.is_active():
+                raise self._lost(f"(connect to {host}:{port})") from None
+            raise TimeoutError(f"no channel to {host}:{port}: {e}") from None
+        return channel
+
     # --- internals ----------------------------------------------------------------------------------
 
     def _start(self, command: str, env: dict[str, str] | None) -> ChannelIO:

@@ -33,6 +33,7 @@ from devenv.gpu.sample import (
     GpuSample,
     HostStats,
     ProcessSample,
+    apps_pids_script,
     apps_query_command,
     cpu_busy_pct,
     gpu_query_command,
@@ -149,15 +150,7 @@ while :; do
   echo "{APPS_BEGIN} $?"
   echo "@me ${{USER:-$(id -un)}}"
   [ -n "$out" ] && printf '%s\\n' "$out"
-  pids= uuids=
-  while IFS=, read -r pid rest; do
-    case $pid in ''|*[!0-9]*) continue ;; esac
-    pids="${{pids:+$pids }}$pid"
-    u=${{rest##*,}}; u=${{u# }}
-    case $u in GPU-*) case ",$uuids," in *",$u,"*) ;; *) uuids="${{uuids:+$uuids,}}$u" ;; esac ;; esac
-  done <<DEVENV_EOF
-$out
-DEVENV_EOF
+{apps_pids_script("  ", uuids=True)}
   if [ -n "$pids" ]; then
     ps -ww -o pid=,user:32=,pcpu=,rss=,etimes=,args= -p "$pids" 2>/dev/null |
       while read -r p u c r e a; do echo "@ps $p $u $c $r $e $a"; done
