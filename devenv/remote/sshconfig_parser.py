@@ -265,11 +265,17 @@ def _split(line: str, where: str = "") -> tuple[str, list[str], str]:
     text = line.strip(" \t")
     if not text or text.startswith("#"):
         return "", [], ""
-    i = 0
-    while i < len(text) and text[i] not in " \t=":
-        i += 1
-    keyword = text[:i].lower()
-    rest = text[i:].lstrip(" \t")
+    if text.startswith('"'):  # strdelim: a keyword may be quoted
+        end = text.find('"', 1)
+        if end < 0:
+            raise _bad(where or "ssh config", "invalid quotes")
+        keyword, rest = text[1:end].lower(), text[end + 1:].lstrip(" \t")
+    else:
+        i = 0
+        while i < len(text) and text[i] not in " \t=":
+            i += 1
+        keyword = text[:i].lower()
+        rest = text[i:].lstrip(" \t")
     if rest.startswith("="):
         rest = rest[1:].lstrip(" \t")
     return keyword, _words(rest, where), rest
