@@ -23,7 +23,7 @@ import socket
 import subprocess
 from pathlib import Path
 
-from devenv.errors import ConnectError, ProfileError
+from devenv.errors import ProfileError
 
 _ACCUMULATE = frozenset({"identityfile", "certificatefile", "localforward", "remoteforward", "dynamicforward",
                          "sendenv", "setenv"})
