@@ -1106,3 +1106,62 @@ def test_addkeystoagent_is_left_to_ssh(lab, case_dir):
             assert "test-main" in agent_keys()
         finally:
             os.environ.pop("SSH_AUTH_SOCK", None)
+
+
+def _on_a_terminal(fn) -> str:
+    """Run fn() in a child whose stdin/stdout/stderr are a new pty; answer any prompt with an empty line and
+    return everything the child wrote there (its last line: fn's verdict)."""
+    import pty
+    import select
+
+    pid, fd = pty.fork()
+    if pid == 0:  # child
+        try:
+            os.write(1, f"VERDICT {fn()}\n".encode())  # fd 1 is the pty (pytest captures sys.stdout)
+        finally:
+            os._exit(0)
+    out, deadline = b"", time.monotonic() + 60
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([fd], [], [], 0.5)
+        if not ready:
+            continue
+        try:
+            chunk = os.read(fd, 4096)
+        except OSError:
+            break
+        if not chunk:
+            break
+        out += chunk
+        if b"passphrase" in chunk.lower():
+            os.write(fd, b"\n")
+    os.waitpid(pid, 0)
+    return out.decode(errors="replace")
+
+
+def test_batchmode_never_asks_for_a_passphrase_even_on_a_terminal(lab, case_dir):
+    """ssh with BatchMode yes does not prompt on a terminal; devenv used to ask for the key's passphrase."""
+    kh(lab, case_dir, "a")
+    cfg = case_dir / "config"
+    cfg.write_text(lab.fmt("""
+        Host bm
+          HostName 127.0.0.1
+          Port {a_port}
+          User root
+          IdentityFile {key_enc}
+          IdentitiesOnly yes
+          IdentityAgent none
+          UserKnownHostsFile {kh}
+          BatchMode yes
+        """))
+
+    def by_ssh():
+        return subprocess.run(["ssh", "-F", str(cfg), "bm", "true"], timeout=30).returncode
+
+    def by_devenv():
+        ok, err = devenv_outcome("bm")
+        return f"{ok} {err and err.message}"
+
+    ssh_out, devenv_out = _on_a_terminal(by_ssh), _on_a_terminal(by_devenv)
+    assert "VERDICT 255" in ssh_out and "passphrase for key" not in ssh_out.lower(), ssh_out
+    assert "Enter passphrase" not in devenv_out, devenv_out
+    assert "VERDICT False" in devenv_out and "BatchMode yes" in devenv_out, devenv_out
