@@ -3,16 +3,20 @@
 
 Each timing runs from the start until a Jupyter URL on THIS machine answers an authenticated request
 (/api/status with the token), with an empty queue:
-  devenv   at the SERVICE level (the CLI's `up CLUSTER` is not wired yet, see docs/benchmarks.md):
-           SlurmEnvironments.up() (python check, files with the 0600 token, sbatch, bounded wait, Jupyter probed
-           on the node with srun --overlap) + the srun --overlap stdio relay tunnel devenv opens, then the URL.
+  devenv CLI  `devenv up CLUSTER` as a user runs it (a new process: imports, the preflight on the login node,
+           the python check, files with the 0600 token, sbatch, bounded wait, Jupyter probed on the node, the
+           srun --overlap relay tunnel it holds), until the URL it prints answers.
+  devenv service  the same at the SERVICE level, in this process: SlurmEnvironments.up() (no preflight) +
+           the relay tunnel, then the URL (what the first measurement, before the CLI was wired, timed).
   manual   what a user does by hand: ssh + sbatch a script that starts Jupyter on the node (token on its command
            line), poll `squeue` over ssh until RUNNING, `ssh -N -L` through the login node to the node's address
            (scontrol NodeAddr), poll the URL.
 Same python, same Jupyter, same partition; the job is cancelled between runs; medians of --runs.
 
     export DEVENV_TESTHOST_DIR=.testhost PYTHONPATH=$PWD
-    flock /tmp/devenv-it.lock python3 benchmarks/slurm_up_vs_manual.py --python /path/to/venv/bin/python
+    flock /tmp/devenv-it.lock python3 benchmarks/slurm_up_vs_manual.py [--python /path/to/venv/bin/python]
+
+(default python: the one of the test host's `testcluster` profile, which testhost/setup makes.)
 """
 
 from __future__ import annotations
@@ -29,38 +33,19 @@ import sys
 import tempfile
 import textwrap
 import time
-import urllib.request
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from benchmarks.harness import free_port  # noqa: E402
+from benchmarks.harness import wait_answering as _wait_answering  # noqa: E402
+
 ENV_NAME = "bench-slurm"
 
 
-def answers(url: str, token: str) -> bool:
-    try:
-        req = urllib.request.Request(url, headers={"Authorization": f"token {token}"})
-        with urllib.request.urlopen(req, timeout=2) as resp:
-            return resp.status == 200
-    except OSError:
-        return False
-
-
-def wait_answering(url: str, token: str, timeout: float = 300) -> None:
-    deadline = time.monotonic() + timeout
-    while not answers(url, token):
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"{url} did not answer within {timeout} s")
-        time.sleep(0.1)
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def wait_answering(url: str, token: str) -> None:
+    _wait_answering(url, token, timeout=300, interval=0.1)
 
 
 def ssh(testhost: Path, *words: str, **kw) -> subprocess.CompletedProcess:
@@ -93,6 +78,34 @@ def devenv_once(python: str) -> float:
     finally:
         tunnel.close()
         svc.down(ENV_NAME)
+    return elapsed
+
+
+def devenv_cli_once() -> float:
+    """`devenv up benchcluster` in a new process, until the URL it prints answers; then Ctrl-C and down."""
+    import re
+    import signal
+
+    started = time.monotonic()
+    up = subprocess.Popen([sys.executable, "-m", "devenv", "up", "benchcluster"], stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True, cwd=REPO)
+    try:
+        url = None
+        for line in up.stdout:
+            found = re.search(r"http://127\.0\.0\.1:\d+/lab\?token=\S+", line)
+            if found:
+                url = found.group(0)
+                break
+        if url is None:
+            raise RuntimeError(f"devenv up printed no URL: {up.stderr.read()}")
+        base, token = url.split("/lab?token=")
+        wait_answering(f"{base}/api/status", token)
+        elapsed = time.monotonic() - started
+    finally:
+        up.send_signal(signal.SIGINT)
+        up.wait(60)
+        subprocess.run([sys.executable, "-m", "devenv", "down", "benchcluster"], capture_output=True, timeout=120,
+                       cwd=REPO)
     return elapsed
 
 
@@ -140,9 +153,15 @@ def manual_once(testhost: Path, python: str) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--python", required=True, help="a python with JupyterLab the compute nodes see")
+    parser.add_argument("--python", help="a python with JupyterLab the compute nodes see (default: the "
+                                         "testcluster profile's)")
     args = parser.parse_args()
     testhost = Path(os.environ.get("DEVENV_TESTHOST_DIR", REPO / ".testhost")).resolve()
+    if not args.python:
+        import yaml
+
+        args.python = yaml.safe_load((testhost / "home" / "profiles" / "hosts" / "testcluster.yaml").read_text())[
+            "python"]
     home = Path(tempfile.mkdtemp(prefix="bench-slurm-home-"))
     shutil.copytree(testhost / "home", home, dirs_exist_ok=True)
     (home / "profiles" / "hosts" / "benchcluster.yaml").write_text(textwrap.dedent(f"""\
@@ -160,15 +179,18 @@ def main() -> None:
         "description: benchmark env\nimage: unused-on-slurm\nports:\n  jupyter: 8888\ngpus: none\n")
     os.environ.update(DEVENV_HOME=str(home), DEVENV_SSH_CONFIG=str(testhost / "ssh_config"),
                       DEVENV_KNOWN_HOSTS=str(testhost / "known_hosts"))
-    times: dict[str, list[float]] = {"devenv (service level)": [], "manual": []}
-    for i in range(args.runs):   # alternate, so a warm page cache or a busy minute favours neither
+    times: dict[str, list[float]] = {"devenv up (CLI)": [], "devenv (service level)": [], "manual": []}
+    for i in range(args.runs):   # alternate, so a warm page cache or a busy minute favours none
         times["manual"].append(manual_once(testhost, args.python))
+        times["devenv up (CLI)"].append(devenv_cli_once())
         times["devenv (service level)"].append(devenv_once(args.python))
         print(f"run {i + 1}: " + ", ".join(f"{k} {v[-1]:.2f} s" for k, v in times.items()), file=sys.stderr)
     medians = {k: statistics.median(v) for k, v in times.items()}
     print(json.dumps({"machine": f"{platform.node()} {platform.machine()}, {os.cpu_count()} cores",
-                      "date": time.strftime("%Y-%m-%d"), "runs": times, "medians": medians,
-                      "ratio": medians["devenv (service level)"] / medians["manual"]}, indent=2))
+                      "load": os.getloadavg(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                      "runs": times, "medians": medians,
+                      "ratio_cli": medians["devenv up (CLI)"] / medians["manual"],
+                      "ratio_service": medians["devenv (service level)"] / medians["manual"]}, indent=2))
     shutil.rmtree(home, ignore_errors=True)
 
 

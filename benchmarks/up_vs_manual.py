@@ -19,43 +19,23 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import secrets
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
 import textwrap
 import time
-import urllib.request
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from benchmarks.harness import free_port, machine, medians, wait_answering  # noqa: E402
 from devenv.config import profiles  # noqa: E402
 from devenv.remote import openssh  # noqa: E402
-from devenv.remote.tunnels import free_port  # noqa: E402
 
 ENV_NAME = "bench-up"
-
-
-def answers(url: str, token: str) -> bool:
-    try:
-        req = urllib.request.Request(url, headers={"Authorization": f"token {token}"})
-        with urllib.request.urlopen(req, timeout=2) as resp:
-            return resp.status == 200
-    except OSError:
-        return False
-
-
-def wait_answering(url: str, token: str, timeout: float = 120) -> None:
-    deadline = time.monotonic() + timeout
-    while not answers(url, token):
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"{url} did not answer within {timeout} s")
-        time.sleep(0.05)
 
 
 def devenv_up(environ: dict) -> float:
@@ -81,8 +61,10 @@ def devenv_up(environ: dict) -> float:
 
 def manual_up(host, image: str) -> float:
     """The same by hand; seconds to an answering URL. Cleans up after itself."""
-    ssh = ["ssh", *openssh.host_options(host)[:-1]]
-    dest = openssh.host_options(host)[-1]
+    *options, dest = openssh.host_options(host)
+    if options[-1:] == ["--"]:  # the options end with "--" before the destination: flags go before it
+        options = options[:-1]
+    ssh = ["ssh", *options]
     name = f"bench-manual-{secrets.token_hex(3)}"
     token = secrets.token_hex(24)
     token_file = Path(tempfile.mkdtemp()) / "token"
@@ -92,16 +74,17 @@ def manual_up(host, image: str) -> float:
     tunnel = None
     started = time.monotonic()
     try:
-        subprocess.run([*ssh, dest, f"docker run -d --name {name} --init -p 127.0.0.1:{jport}:8888 "
+        subprocess.run([*ssh, "--", dest, f"docker run -d --name {name} --init -p 127.0.0.1:{jport}:8888 "
                         f"-p 127.0.0.1:{sport}:22 -v {name}-ws:/workspace --shm-size 1g "
                         f"-v {token_file}:/etc/devenv/jupyter_token:ro -e DEVENV_SSHD=0 {image}"],
                        check=True, capture_output=True)
-        subprocess.run([*ssh, dest, f"docker exec -d {name} sh -c 'ssh-keygen -A; mkdir -p /run/sshd; "
+        subprocess.run([*ssh, "--", dest, f"docker exec -d {name} sh -c 'ssh-keygen -A; mkdir -p /run/sshd; "
                         f"/usr/sbin/sshd'"], check=True, capture_output=True)
-        subprocess.run([*ssh, dest, f"until curl -sf -o /dev/null http://127.0.0.1:{jport}/api; do sleep 0.2; done"],
+        subprocess.run([*ssh, "--", dest,
+                        f"until curl -sf -o /dev/null http://127.0.0.1:{jport}/api; do sleep 0.2; done"],
                        check=True, capture_output=True, timeout=120)
         tunnel = subprocess.Popen([*ssh, "-N", "-o", "ExitOnForwardFailure=yes",
-                                   "-L", f"127.0.0.1:{lport}:127.0.0.1:{jport}", dest],
+                                   "-L", f"127.0.0.1:{lport}:127.0.0.1:{jport}", "--", dest],
                                   stdin=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         wait_answering(f"http://127.0.0.1:{lport}/api/status", token)
         return time.monotonic() - started
@@ -153,13 +136,15 @@ def main() -> None:
     finally:
         down()
         shutil.rmtree(home, ignore_errors=True)
-    rows = {k: {"median_s": round(statistics.median(v), 2), "runs": [round(x, 2) for x in v]} for k, v in times.items()}
-    info = {"machine": f"{platform.machine()}, {os.cpu_count()} CPUs", "image": args.image, "runs": args.runs,
+    rows = medians(times)
+    info = {"machine": machine(), "date": time.strftime("%Y-%m-%d %H:%M"), "image": args.image, "runs": args.runs,
+            "ratio_up_to_manual": round(rows["devenv up"]["median_s"] / rows["manual"]["median_s"], 2),
             "results": rows}
     if args.json:
         print(json.dumps(info, indent=2))
         return
-    print(f"{info['machine']}, image {args.image}, {args.runs} runs (medians)")
+    print(f"{info['machine']}, {info['date']}, image {args.image}, {args.runs} runs (medians); "
+          f"up / manual = {info['ratio_up_to_manual']}x")
     print("| way | seconds to an answering Jupyter URL here | runs |")
     print("|---|---|---|")
     for way, row in rows.items():

@@ -8,6 +8,9 @@
 #   DEVENV_CUDA      CUDA version declared in the org.devenv.cuda label (empty for CPU)
 #   DEVENV_TORCH     torch build declared in the org.devenv.torch label; the build fails if torch differs
 #   OFFLINE          1: pip uses only the wheelhouse (hosts without internet)
+#   DEVENV_PIP       the profile's pip: list (requirement specs, validated by devenv), into /opt/venv
+#   DEVENV_APT       the profile's apt: list (package names, validated by devenv), in the final image
+#   DEVENV_USER      the user exec, ssh, sync and Jupyter run as (made unless the base has it); root by default
 #
 # Built by `devenv image build` with the classic builder (docker-py speaks no BuildKit), so no RUN --mount
 # and no build secrets. Optional inputs come through the build context, matched by [x] globs so that a
@@ -37,19 +40,28 @@ ARG OFFLINE=0
 # wheel[s] copies the wheelhouse's files (not the folder) next to the script, when there is one.
 COPY install-python.sh wheel[s] /tmp/devenv-build/
 RUN sh /tmp/devenv-build/install-python.sh
+# The profile's own pip packages: a step of their own, so a change reuses the venv above.
+ARG DEVENV_PIP=
+COPY install-extra.sh wheel[s] /tmp/devenv-build/
+RUN sh /tmp/devenv-build/install-extra.sh pip
 
 # --- final: base + venv + devenv's runtime files ---------------------------------------------------
 FROM base
 ARG DEVENV_CUDA=
 ARG DEVENV_TORCH=
-COPY --from=builder /opt/venv /opt/venv
+# The profile's apt packages and the environment's user, before the venv (a change rebuilds only from here).
+ARG DEVENV_APT=
+ARG DEVENV_USER=root
+COPY install-extra.sh /tmp/devenv-build/
+RUN sh /tmp/devenv-build/install-extra.sh apt user && rm -rf /tmp/devenv-build
+COPY --from=builder --chown=${DEVENV_USER} /opt/venv /opt/venv
 COPY entrypoint.sh /usr/local/bin/devenv-entrypoint
 COPY ready.py /usr/local/bin/devenv-ready
 COPY jupyter_server_config.py /etc/jupyter/jupyter_server_config.py
 COPY sshd_devenv.conf /etc/ssh/sshd_config.d/00-devenv.conf
 COPY profile_devenv.sh /etc/profile.d/00-devenv.sh
 RUN chmod 0755 /usr/local/bin/devenv-entrypoint /usr/local/bin/devenv-ready \
- && mkdir -p /etc/devenv /workspace && chmod 0755 /etc/devenv
+ && mkdir -p /etc/devenv /workspace && chmod 0755 /etc/devenv && chown "${DEVENV_USER}" /workspace
 ENV VIRTUAL_ENV=/opt/venv \
     PATH=/opt/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 LABEL org.devenv.image="pytorch" \

@@ -22,11 +22,17 @@ class MemoryRuntime:
     def __init__(self, host: str = "memhost", images: dict[str, str] | None = None):
         self.host = host
         self.images = dict(images or {})            # ref -> image id
+        self.image_labels: dict[str, dict[str, str]] = {}
+        self.exec_users: list[str] = []             # the user of each exec_stream ("" : the image's, root)
         self.containers: dict[str, ContainerInfo] = {}
         self.files: dict[tuple[str, str], bytes] = {}
         self.volumes: dict[str, dict[str, str]] = {}
+        self.networks: dict[str, dict[str, str]] = {}
         self.calls: list[str] = []
         self.taken_ports: set[int] = set()          # host ports something else holds
+        self.dead: set[str] = set()                 # services that do not answer in running containers
+        self.sshd_comes_back = True                 # starting sshd again inside brings it back
+        self.slow: dict[str, int] = {}              # service -> readiness probes it stays down for (starting)
         self._ids = itertools.count(1)
         self._free_ports = itertools.count(40000)
 
@@ -48,7 +54,17 @@ class MemoryRuntime:
 
     def image(self, ref: str) -> ImageInfo | None:
         self.calls.append(f"image {ref}")
-        return ImageInfo(ref, self.images[ref], 1 << 30) if ref in self.images else None
+        if ref not in self.images:
+            return None
+        return ImageInfo(ref, self.images[ref], 1 << 30, dict(self.image_labels.get(ref, {})))
+
+    def build(self, context, dockerfile: str, tag: str, buildargs: dict[str, str], progress,
+              labels: dict[str, str] | None = None, target: str | None = None) -> ImageInfo:
+        self.calls.append(f"build {tag}")
+        self.images[tag] = f"sha256:built-{len(self.did('build'))}-{tag}"
+        self.image_labels[tag] = dict(labels or {})
+        self.build_args = dict(buildargs)
+        return self.image(tag)  # type: ignore[return-value]
 
     def pull(self, ref: str, progress) -> ImageInfo:
         self.calls.append(f"pull {ref}")
@@ -68,6 +84,21 @@ class MemoryRuntime:
     def remove_volume(self, name: str) -> bool:
         self.calls.append(f"remove_volume {name}")
         return self.volumes.pop(name, None) is not None
+
+    def ensure_network(self, name: str, labels: dict[str, str]) -> bool:
+        self.calls.append(f"ensure_network {name}")
+        if name in self.networks:
+            return False
+        self.networks[name] = dict(labels)
+        return True
+
+    def list_networks(self, label_filters: dict[str, str]) -> list[str]:
+        return [n for n, labels in self.networks.items()
+                if all(labels.get(k) == v for k, v in label_filters.items())]
+
+    def remove_network(self, name: str) -> bool:
+        self.calls.append(f"remove_network {name}")
+        return self.networks.pop(name, None) is not None
 
     def find(self, name_or_id: str) -> ContainerInfo | None:
         for c in self.containers.values():
@@ -108,6 +139,7 @@ class MemoryRuntime:
                 raise PortInUse(preferred, "bind: address already in use")
             ports[cport] = preferred if preferred is not None else next(self._free_ports)
         self.containers[container] = ContainerInfo(c.id, c.name, "running", c.labels, c.image_id, ports)
+        self.dead.clear()  # a fresh start of the container starts every service
 
     def stop(self, container: str, timeout: int = 10) -> None:
         self.calls.append(f"stop {container}")
@@ -121,10 +153,18 @@ class MemoryRuntime:
     def exec(self, container: str, argv: list[str]) -> tuple[int, str, str]:
         self.calls.append(f"exec {container} {' '.join(argv)}")
         if argv[:1] == ["devenv-ready"]:
-            return 0, "\n".join(f"{s} ok" for s in argv[1:]), ""
+            starting = {s for s in argv[1:] if self.slow.get(s, 0) > 0}
+            for s in starting:
+                self.slow[s] -= 1
+            down = (self.dead | starting) & set(argv[1:])
+            lines = [f"{s} down: not yet" if s in down else f"{s} ok" for s in argv[1:]]
+            return (1 if down else 0), "\n".join(lines), ""
+        if argv[:2] == ["sh", "-c"] and "sshd -D" in argv[2] and self.sshd_comes_back:
+            self.dead.discard("sshd")
         return 0, "", ""
 
-    def exec_stream(self, container: str, argv: list[str]):
+    def exec_stream(self, container: str, argv: list[str], tty: bool = False, user: str = ""):
+        self.exec_users.append(user)
         code, out, err = self.exec(container, argv)
         return iter([(out.encode(), err.encode())]), (lambda: code)
 

@@ -48,10 +48,10 @@ def test_a_real_devcontainer_is_read_and_what_devenv_cannot_honour_is_named():
     assert dc.build_args == {"PY": "3.11"}
     assert dc.forward_ports == (6006,)
     assert dc.env == {"WANDB_MODE": "offline", "DEBUG": "0"}
-    assert dc.mounts == ("type=volume,source=cache,target=/root/.cache",)
+    assert dc.volumes == {"cache": "/root/.cache"} and dc.mounts == ()
     assert dc.post_create == ("pip install -e .",)
     assert dc.post_start == ("echo one", "echo 'two, // not a comment'")
-    assert dc.remote_user == "root"
+    assert dc.remote_user is None   # root: the default, nothing to do
     assert "features: not supported by devenv" in dc.not_honoured
     assert any(n.startswith("forwardPorts 'db:5432'") for n in dc.not_honoured)
     assert not any(n.startswith("customizations") for n in dc.not_honoured)

@@ -179,3 +179,19 @@ def test_a_count_becomes_the_picked_gpus_in_the_container_and_its_label_not_the_
     assert request.labels[envspec.SPEC_HASH] == envspec.spec_hash(spec) and spec["gpus"] == "free:1"
     assert envspec.container_request(spec, "t", "h", "0", chosen_gpus="5").labels[envspec.SPEC_HASH] == \
         request.labels[envspec.SPEC_HASH]
+
+
+def test_the_pid_loop_both_scripts_share_takes_the_first_field_of_app_lines_only():
+    """gpu.sample.apps_pids_script, as the occupancy frame and the monitor's process stream run it (sh), on a
+    compute-apps listing (pid, process_name, used_memory, gpu_uuid) with nvidia-smi's error lines in it."""
+    import subprocess
+
+    from devenv.gpu.sample import apps_pids_script
+
+    listing = ("820, python3, 1126, GPU-aaaa\nNo running processes found\n"
+               "Failed to initialize NVML: Unknown Error\n9031, python, 20, GPU-bbbb\n9032, python, 8, GPU-aaaa\n")
+    for indent, uuids in (("", False), ("  ", False), ("  ", True)):
+        script = f"out='{listing}'\n{apps_pids_script(indent, uuids=uuids)}\necho \"[$pids] [${{uuids:-}}]\""
+        done = subprocess.run(["sh", "-c", script], capture_output=True, text=True, check=True)
+        expected = "[820 9031 9032] [GPU-aaaa,GPU-bbbb]" if uuids else "[820 9031 9032] []"
+        assert done.stdout.strip() == expected, (indent, uuids, done.stdout, done.stderr)

@@ -237,3 +237,28 @@ def test_logs_pane_collapsed_and_resized(snap_compare):
         await pilot.press("minus", "minus", "l", "l", "plus")
         await pilot.pause()
     assert snap_compare(make_app(), terminal_size=SIZES["100x30"], run_before=run_before)
+
+
+# --- a Slurm cluster: the nodes of the user's jobs, grouped by job -----------------------------------------
+
+def cluster_snapshots() -> dict[str, HostSnapshot]:
+    """Two jobs on `gpu-cluster`: an environment's on two nodes (4 replayed H200 each), a sanity job on one;
+    and a cluster whose nodes have no GPU (as the CI cluster's)."""
+    from devenv.services.monitor import JobPlace
+
+    env_nodes = ("gpu-a01", "gpu-a02")
+    places = [JobPlace("gpu-cluster", "4242", "devenv-alice-train", n, env_nodes, "train", "3:41:07")
+              for n in env_nodes]
+    places.append(JobPlace("gpu-cluster", "4250", "devenv-sanity", "gpu-b07", ("gpu-b07",), None, "0:12:40"))
+    found = {p.name: replace(recorded_snapshot(p.name, n_gpus=4, gap=False), job=p) for p in places}
+    cpu = JobPlace("cpu-cluster", "17", "devenv-alice-cpu", "node1", ("node1",), "cpu", "29:12")
+    found[cpu.name] = HostSnapshot(cpu.name, "no-gpu", T0, f"{cpu.name}: no NVIDIA driver: nvidia-smi is not "
+                                   "installed on this host", "install the NVIDIA driver", job=cpu)
+    return found
+
+
+def test_cluster_nodes_grouped_by_job(snap_compare):
+    fixed = cluster_snapshots()
+    app = create_monitor_app(list(fixed), lambda h: FixedSampler(fixed[h]), MonitorServices(), clock=lambda: T0,
+                             redraw_every=3600)
+    assert snap_compare(app, terminal_size=(140, 90), run_before=settled)

@@ -121,3 +121,85 @@ def test_cli_bad_input_is_one_message_with_hint_and_no_traceback(isolated_home):
         assert "Traceback" not in result.output
         assert "Error:" in result.output
         assert "hint" in result.output.lower()
+
+
+SEVERAL_ERRORS = """\
+description: several mistakes, one run names them all
+image: "-rm"
+build:
+  dockerfile: pytorch.Dockerfile
+ports:
+  jupyter: 99999
+  web: 8080
+gpus: lots
+pip:
+  - numpy>=2,<3
+  - "requests; rm -rf /"
+  - --index-url=http://evil.example
+apt: [ffmpeg, "vim && curl x|sh", "$(id)"]
+shm_size: 1t
+colour: blue
+"""
+
+
+def test_validate_lists_every_error_of_a_file_with_its_line(tmp_path):
+    """Before: validation stopped at a file's first error (line 2), so fixing a file took one run per error."""
+    path = tmp_path / "envs" / "bad.yaml"
+    path.parent.mkdir()
+    path.write_text(SEVERAL_ERRORS)
+    result = CliRunner().invoke(main, ["profiles", "validate", str(path)])
+    assert result.exit_code == 2
+    errors = [line for line in result.output.splitlines() if line.startswith("error ")]
+    lines = [int(e.split(f"{path}:")[1].split(":")[0]) for e in errors]
+    assert lines == [2, 6, 7, 8, 11, 12, 13, 13, 14, 15], result.output
+    assert "field 'ports.web' is not a service" in result.output
+    assert "field 'pip[2]' '--index-url" in result.output and "starts with '-'" in result.output
+    assert "field 'colour' is not a known field" in result.output
+    assert "10 error(s) in 1 of 1 profile(s)" in result.output
+    # the same errors reach `up` (the loader raises them all at once)
+    with pytest.raises(profiles.ProfileErrors) as info:
+        profiles.parse_env(SEVERAL_ERRORS, "bad", "bad.yaml")
+    assert len(info.value.errors) == 10
+
+
+@pytest.mark.parametrize("spec", ["numpy", "torch==2.8.0+cu128", "rich[jupyter]>=13,<14", "a.b-c_d~=1.0",
+                                  "pkg!=1.*"])
+def test_pip_specs_that_are_packages_pass(spec):
+    from devenv.config import validate
+
+    assert validate.pip_spec_problem(spec) is None
+
+
+@pytest.mark.parametrize("spec", ["-e .", "--extra-index-url=x", "pkg @ https://x/y.whl", "./local", "a;b", "a b",
+                                  "$(id)", "`id`", "a|b", "a&&b", "pkg>1 ; python_version<'3'", "a\nb", "/etc/x",
+                                  "git+https://x"])
+def test_pip_options_urls_paths_and_shell_text_are_refused(spec):
+    from devenv.config import validate
+
+    assert validate.pip_spec_problem(spec) is not None
+
+
+@pytest.mark.parametrize("pkg, ok", [("ffmpeg", True), ("libsndfile1=1.2.0-1", True), ("g++", True),
+                                     ("gcc:amd64", True), ("-y", False), ("a", False), ("Vim", False),
+                                     ("x;y", False), ("x y", False), ("pkg=$(id)", False)])
+def test_apt_names(pkg, ok):
+    from devenv.config import validate
+
+    assert (validate.apt_package_problem(pkg) is None) is ok
+
+
+def test_pip_apt_user_need_a_build_and_root_is_the_default():
+    text = "image: x:1\npip: [numpy]\nuser: dev\n"
+    with pytest.raises(profiles.ProfileErrors) as info:
+        profiles.parse_env(text, "e", "e.yaml")
+    assert [e.message.split(":")[1] for e in info.value.errors] == ["2", "3"]
+    built = profiles.parse_env("image: x:1\nbuild: {dockerfile: pytorch.Dockerfile}\npip: [numpy]\napt: [tree]\n"
+                               "user: root\n", "e", "e.yaml")
+    assert built.pip == ("numpy",) and built.apt == ("tree",) and built.user is None
+
+
+def test_every_unsupported_tag_is_named_with_its_line():
+    text = "image: !secret x\nenv:\n  A: !!binary aGk=\n  B: !!python/name:os.system x\n"
+    with pytest.raises(profiles.ProfileErrors) as info:
+        profiles.parse_env(text, "x", "t.yaml")
+    assert [e.message.split(":")[1] for e in info.value.errors] == ["1", "3", "4"]

@@ -162,3 +162,126 @@ def test_the_session_writes_the_environments_ssh_entry():
     assert f"Host {alias}" in config.read_text()
     assert f"Port {result.status.ports['ssh']}" in config.read_text()
     assert HOST_KEY.split()[1] in known_hosts.read_text()
+
+
+@pytest.fixture
+def short_repair(monkeypatch):
+    """The repair's grace and sshd's second chance, short: the decisions are under test, not the patience."""
+    from devenv.services import provision
+
+    monkeypatch.setattr(provision, "REPAIR_GRACE_S", 0.3)
+    monkeypatch.setattr(provision, "SSHD_RESTART_S", 0.3)
+
+
+def test_running_with_sshd_dead_gets_sshd_started_again_and_keeps_jupyter(short_repair):
+    runtime = MemoryRuntime(images={ENV.image: "sha256:img"})
+    cid = runtime.add_container(NAME, "running", labels_for("sha256:img"))
+    runtime.dead = {"sshd"}
+    events = Recorder()
+    result = backend(runtime).up(ENV, Key(), events=events, options=UpOptions())
+    assert result.action == "repaired" and not runtime.dead
+    assert any("sshd" in note and "started it again" in note for note in result.notes)
+    assert [c for c in runtime.did("exec") if "sshd -D" in c], runtime.calls
+    assert not runtime.did("stop") and not runtime.did("start")  # Jupyter (and its kernels) lived on
+    assert result.status.container == cid
+
+
+def test_running_with_jupyter_dead_is_restarted_with_its_secrets_and_workspace(short_repair):
+    runtime = MemoryRuntime(images={ENV.image: "sha256:img"})
+    cid = runtime.add_container(NAME, "running", labels_for("sha256:img"))
+    runtime.dead = {"jupyter"}
+    result = backend(runtime).up(ENV, Key(), events=Recorder(), options=UpOptions())
+    assert result.action == "repaired" and not runtime.dead
+    assert runtime.did("stop") == [f"stop {cid}"] and runtime.did("start") == [f"start {cid}"]
+    assert not runtime.did("create") and not runtime.did("remove")  # the same container, its volume kept
+    assert (cid, "/etc/devenv/authorized_keys") in runtime.files
+    assert any("jupyter not answering" in note and "restarted its container" in note for note in result.notes)
+
+
+def test_sshd_that_does_not_come_back_gets_the_container_restarted(short_repair):
+    runtime = MemoryRuntime(images={ENV.image: "sha256:img"})
+    cid = runtime.add_container(NAME, "running", labels_for("sha256:img"))
+    runtime.dead, runtime.sshd_comes_back = {"sshd"}, False
+    result = backend(runtime).up(ENV, Key(), events=Recorder(), options=UpOptions())
+    assert result.action == "repaired" and runtime.did("start") == [f"start {cid}"]
+
+
+def test_a_running_environment_that_answers_is_only_reattached():
+    runtime = MemoryRuntime(images={ENV.image: "sha256:img"})
+    runtime.add_container(NAME, "running", labels_for("sha256:img"))
+    result = backend(runtime).up(ENV, Key(), events=Recorder(), options=UpOptions())
+    assert result.action == "reattached" and not result.notes
+    assert len([c for c in runtime.did("exec") if "devenv-ready" in c]) == 1  # one look, no wait
+
+
+def test_the_check_starts_before_the_engine_is_asked_when_this_laptop_knows_no_environment(monkeypatch):
+    import threading
+
+    from devenv.env import state as envstate
+    from devenv.services import preflight
+
+    seen: list[str] = []
+
+    def run_check(conn, host, env, on_result=None, allow_busy=False):
+        seen.append(threading.current_thread().name)
+        return CheckReport(host.name, env.name, [CheckResult("docker.daemon", "Docker daemon", PASS, "seen")])
+
+    monkeypatch.setattr(preflight, "run_check", run_check)
+    for cached, expected in ((None, ["devenv-early-check"]), ("c-old", [threading.current_thread().name])):
+        seen.clear()
+        envstate.forget(HOST.name, ENV.name)
+        if cached:
+            envstate.update(HOST.name, ENV.name, container=cached)
+        runtime, events = MemoryRuntime(images={ENV.image: "sha256:img"}), Recorder()
+        session = EnvSession(HOST, LocalConnection(HOST.name), events=events)
+        session.env = ENV
+        session._backend = Provisioner(runtime, HOST, session._preflight, owner=OWNER)
+        result = session.up(UpOptions())
+        assert result.action == "created" and seen == expected
+        assert [r.ok for r in events.reports] == [True]  # the report reached the front end either way
+
+
+def test_the_wait_asks_again_only_what_has_not_answered_yet():
+    """Each sshd probe is a line pair in the environment's log: once sshd answered, only Jupyter is polled."""
+    runtime = MemoryRuntime(images={ENV.image: "sha256:img"})
+    runtime.slow = {"jupyter": 3}
+    result = backend(runtime).up(ENV, Key(), events=Recorder(), options=UpOptions())
+    probes = [c.split(" ", 2)[2] for c in runtime.did("exec") if "devenv-ready" in c]
+    assert result.action == "created"
+    assert probes == ["devenv-ready jupyter sshd"] + ["devenv-ready jupyter"] * 3, probes
+
+
+def test_a_running_environment_whose_image_predates_its_pip_list_is_rebuilt_not_reattached():
+    """Before: the fast path compared the container's spec hash only, and reattached to an image without
+    the profile's new pip package (seen on the test host: `up` after adding pip: said reattached)."""
+    from devenv.config.profiles import BuildSpec
+    from devenv.env import image_context
+
+    env = EnvProfile(name="py", source="test", image="devenv/test:1", build=BuildSpec("pytorch.Dockerfile"),
+                     pip=("inflection==0.5.1",), user="alice", ports={"jupyter": 8888, "ssh": 2222})
+    runtime = MemoryRuntime(images={env.image: "sha256:img"})          # built before: no content label
+    runtime.add_container(NAME, "running", labels_for("sha256:img", env))
+    result = backend(runtime).up(env, Key(), events=Recorder(), options=UpOptions(assume_yes=True))
+    assert result.image_action == "built" and result.action == "recreated"
+    assert runtime.image_labels[env.image][image_context.CONTENT_LABEL] == image_context.content_hash(env)
+    assert runtime.build_args["DEVENV_PIP"] == "inflection==0.5.1" and runtime.build_args["DEVENV_USER"] == "alice"
+    # the same again: the image is current now, so reattached without building
+    again = backend(runtime).up(env, Key(), events=Recorder(), options=UpOptions())
+    assert again.action == "reattached" and len(runtime.did("build")) == 1
+
+
+def test_exec_runs_as_the_environments_user_and_its_container_knows_it():
+    env = EnvProfile(name="py", source="test", image="devenv/test:1", user="alice",
+                     ports={"jupyter": 8888, "ssh": 2222})
+    runtime = MemoryRuntime(images={env.image: "sha256:img"})
+    provisioner = backend(runtime)
+    result = provisioner.up(env, Key(), events=Recorder(), options=UpOptions())
+    request = runtime._requested[result.status.container]
+    assert request.environment["DEVENV_USER"] == "alice" and request.user == "alice"
+    provisioner.exec("py", ["whoami"])
+    assert runtime.exec_users == ["alice"]
+    assert provisioner.ssh_target("py").user == "alice"
+    plain = MemoryRuntime(images={ENV.image: "sha256:img"})
+    backend(plain).up(ENV, Key(), events=Recorder(), options=UpOptions())
+    backend(plain).exec("py", ["whoami"])
+    assert plain.exec_users == [""]          # root: the request is the same as before users existed

@@ -56,6 +56,9 @@ class CheckReport:
     env: str | None
     checks: list[CheckResult]
     elapsed_s: float = 0.0
+    # the exit code when a check failed: 1, or 2 where the failure is the request itself (bad input, e.g. a
+    # Slurm job asking for GPUs the partition lacks); not in to_dict (the exit code says it)
+    fail_code: int = 1
 
     @property
     def failed(self) -> list[CheckResult]:

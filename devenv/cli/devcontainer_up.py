@@ -1,8 +1,9 @@
 """`up` with a project's devcontainer.json (found in the current folder, or named with --devcontainer).
 
-The devcontainer's image is the base of devenv's own image; its environment variables, postCreateCommand
-(once, when the container is made) and postStartCommand (whenever it starts) and forwardPorts are honoured;
-what devenv cannot honour is printed, never dropped silently.
+The devcontainer's image, or the image its Dockerfile builds from the project folder, is the base of devenv's
+own image; its environment variables, mounts, remoteUser, postCreateCommand (once, when the container is
+made) and postStartCommand (whenever it starts) and forwardPorts are honoured; what devenv cannot honour is
+printed, never dropped silently.
 """
 
 from __future__ import annotations
@@ -38,19 +39,46 @@ def find(named: str | None) -> tuple[Devcontainer, Path] | None:
     return None
 
 
-def apply(session, dc: Devcontainer) -> None:
-    """Lay the devcontainer under the session's environment profile; say what is not honoured."""
-    env, notes = overlay(session.env, dc)
+def apply(session, dc: Devcontainer, root: Path) -> None:
+    """Lay the devcontainer under the session's environment profile; say what is used and what is not."""
+    from devenv.env import project_context
+
+    digest = ""
+    if dc.dockerfile is not None:
+        pc = project_context.resolve(root, dc.context, dc.dockerfile, dc.source)
+        digest = pc.digest
+    env, notes = overlay(session.env, dc, str(root), digest)
+    if not session.traits.containers:
+        notes.append(f"image, build, mounts, remoteUser: {session.host.name} runs environments without containers "
+                     "(runtime: host or slurm), so none of them is used there")
     session.env = env
-    click.echo(f"Using {dc.source}: image {dc.image} under devenv's ({env.image})", err=True)
+    if env.project_build is not None:
+        click.echo(f"Using {dc.source}: the image its Dockerfile {dc.dockerfile} builds "
+                   f"({env.project_build.tag}) under devenv's ({env.image})", err=True)
+        click.echo(f"  build context: {pc.context} ({pc.files} files, {pc.size_bytes / 1e6:.1f} MB), inside the "
+                   f"project folder {pc.root} (the folder named; nothing outside it is sent)", err=True)
+    else:
+        click.echo(f"Using {dc.source}: image {dc.image} under devenv's ({env.image})", err=True)
+    if env.user:
+        click.echo(f"  user: {env.user} (exec, ssh, sync and Jupyter run as {env.user}; sshd admits only "
+                   f"{env.user})", err=True)
+    for mount in dc.mounts:
+        what = f"host path {mount.source}" if mount.type == "bind" else "a tmpfs"
+        click.echo(f"  mount: {what} at {mount.target}{' (read-only)' if mount.readonly else ''}", err=True)
+    for name, target in dc.volumes.items():
+        click.echo(f"  mount: volume {name} at {target}, as this environment's own volume (kept by `down`, "
+                   "removed by `down --purge`)", err=True)
     for note in notes:
         click.secho(f"  not honoured: {note}", fg="yellow", err=True)
 
 
 def after_up(session, result, dc: Devcontainer) -> None:
-    """postCreateCommand when the container was made, postStartCommand whenever it (re)started."""
+    """onCreateCommand, updateContentCommand and postCreateCommand when the container was made, postStartCommand
+    whenever it (re)started; as the environment's user, in the workspace."""
     commands = []
-    if result.action in ("created", "recreated"):
+    if result.action in ("created", "recreated"):   # the spec's order: onCreate, updateContent, postCreate
+        commands += [("onCreateCommand", c) for c in dc.on_create]
+        commands += [("updateContentCommand", c) for c in dc.update_content]
         commands += [("postCreateCommand", c) for c in dc.post_create]
     if result.action in ("created", "recreated", "started"):
         commands += [("postStartCommand", c) for c in dc.post_start]

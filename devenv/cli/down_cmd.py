@@ -43,5 +43,7 @@ def down(host: str, env: str | None, accept_new_host: bool, purge: bool, assume_
         click.echo(f"{backend.traits.down_verb} {name} on {host}.")
     for name in removed["volumes"]:
         click.echo(f"Deleted volume {name} on {host}.")
+    for name in removed.get("networks", []):
+        click.echo(f"Removed network {name} on {host}.")
     if not purge:
         click.echo(f"The workspace is kept; `devenv up {host}` brings the environment back with it.")

@@ -37,12 +37,13 @@ def exec_over_ssh(host: str, env: str | None, accept_new_host: bool, argv: list[
     """
     from devenv.cli.common import load_host
     from devenv.cli.env_entry import env_target
+    from devenv.services.backends import traits_of
     from devenv.services.session import resolve_env
 
     if not tty and not resolve_env(load_host(host), env).sshd:
         return
     host_profile, _, target = env_target(host, env, accept_new_host)
-    if target.destination is None or (host_profile.runtime != "docker" and not tty):
+    if target.destination is None or (not traits_of(host_profile).containers and not tty):
         return
     ssh = list(target.ssh_argv)
     ssh.append("-tt" if tty else "-T")  # -tt: the pty was asked for, even when stdin is a pipe

@@ -11,7 +11,6 @@ import click
 from devenv.cli import main
 from devenv.cli.common import (
     accept_new_host_option,
-    connect,
     env_option,
     host_names,
     load_host,
@@ -21,9 +20,9 @@ from devenv.cli.params import Seconds
 from devenv.cli.render import emit_json
 from devenv.errors import ConnectError, DevenvError
 from devenv.gpu.format import once_table
-from devenv.services.monitor import ERROR, HostSnapshot, sample_once
+from devenv.services.monitor import ERROR, HostSnapshot
 
-REACHED = ("ok", "no-gpu")
+REACHED = ("ok", "no-gpu", "no-job")
 
 
 @main.command()
@@ -46,8 +45,9 @@ def monitor(hosts: tuple[str, ...], once: bool, as_json: bool, interval: float, 
             accept_new_host: bool) -> None:
     """Watch GPUs, processes, logs and environments on HOSTs (default: every host with a running environment).
 
-    HOSTs are profiles, @groups, ssh aliases or user@host[:port]. --once exits 3 when a host could not be
-    reached (the others are still shown; a host without a GPU is reported, not an error), 2 for a bad name.
+    HOSTs are profiles, @groups, ssh aliases or user@host[:port]; a Slurm cluster shows every node of your
+    running devenv jobs, grouped by job. --once exits 3 when a host could not be reached (the others are still
+    shown; a host without a GPU, or a cluster without a job, is reported, not an error), 2 for a bad name.
     """
     bind = None
     if prometheus is not None:
@@ -68,7 +68,9 @@ def monitor(hosts: tuple[str, ...], once: bool, as_json: bool, interval: float, 
         codes: dict[str, int] = {}
         snapshots = look_once(host_profiles, accept_new_host, codes)
         if as_json:
-            emit_json({"hosts": [s.to_dict() for s in snapshots]})
+            from devenv.cli.monitor_sources import jobs_json
+
+            emit_json({"hosts": [s.to_dict() for s in snapshots], "jobs": jobs_json(snapshots)})
         else:
             click.echo(once_table(snapshots))
         failed = [s.host for s in snapshots if s.state not in REACHED]
@@ -97,20 +99,21 @@ def default_hosts() -> list[str]:
 
 
 def look_once(host_profiles, accept_new_host: bool, codes: dict[str, int] | None = None) -> list[HostSnapshot]:
-    """Sample every host once, in parallel; an unreachable host becomes an error row, not an exception
-    (its exit code goes into `codes`)."""
-    def one(profile) -> HostSnapshot:
+    """Sample every source once (a host, or each node of a cluster's jobs), in parallel; an unreachable host
+    becomes an error row, not an exception (its exit code goes into `codes`)."""
+    from devenv.cli.monitor_sources import sample_source_once, sources
+
+    def one(source) -> HostSnapshot:
         try:
-            conn = connect(profile, accept_new_host)
-            getattr(conn, "open", lambda: None)()  # connection errors here, with their own exit code
-            return sample_once(conn)
+            return sample_source_once(source, accept_new_host)
         except DevenvError as e:
             if codes is not None:
-                codes[profile.name] = e.exit_code
-            return HostSnapshot(profile.name, ERROR, time.time(), e.message, e.hint)
+                codes[source.name] = e.exit_code
+            return HostSnapshot(source.name, ERROR, time.time(), e.message, e.hint, job=source.place)
 
-    with ThreadPoolExecutor(max_workers=min(16, len(host_profiles) or 1)) as pool:
-        return list(pool.map(one, host_profiles))
+    found = sources(host_profiles, accept_new_host, codes)
+    with ThreadPoolExecutor(max_workers=min(16, len(found) or 1)) as pool:
+        return list(pool.map(one, found))
 
 
 def run_headless(host_profiles, interval: float, accept_new_host: bool, bind: tuple[str, int] | None,
@@ -120,17 +123,15 @@ def run_headless(host_profiles, interval: float, accept_new_host: bool, bind: tu
     import json
     import signal
 
-    from devenv.services.monitor import HostSampler
     from devenv.services.monitor_stream import serve_prometheus, watch_records
 
     def interrupted(signum, frame):
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, interrupted)
-    def connector(profile):
-        return lambda: connect(profile, accept_new_host)
+    from devenv.cli.monitor_sources import sampler_for, sources
 
-    samplers = [HostSampler(p.name, connector(p), interval=interval) for p in host_profiles]
+    samplers = [sampler_for(s, interval, accept_new_host) for s in sources(host_profiles, accept_new_host)]
     for sampler in samplers:
         sampler.start()
     server = None
@@ -161,17 +162,17 @@ def run_headless(host_profiles, interval: float, accept_new_host: bool, bind: tu
 def run_tui(host_profiles, interval: float, accept_new_host: bool, env: str | None = None,
             readonly: bool = False) -> None:
     from devenv.cli.monitor_services import services_for
-    from devenv.services.monitor import HostSampler
+    from devenv.cli.monitor_sources import sampler_for, sources
     from devenv.tui.monitor_app import create_monitor_app
 
-    by_name = {p.name: p for p in host_profiles}
+    found = {s.name: s for s in sources(host_profiles, accept_new_host)}
 
-    def sampler_factory(name: str) -> HostSampler:
-        profile = by_name[name]
-        return HostSampler(name, lambda: connect(profile, accept_new_host), interval=interval)
+    def sampler_factory(name: str):
+        return sampler_for(found[name], interval, accept_new_host)
 
-    services = services_for(by_name, accept_new_host, env)
+    services = services_for({name: s.profile for name, s in found.items()}, accept_new_host, env,
+                            places={name: s.place for name, s in found.items() if s.place is not None})
     if readonly:
         services.up = services.down = services.kill = None
-    app = create_monitor_app(list(by_name), sampler_factory, services, readonly=readonly)
+    app = create_monitor_app(list(found), sampler_factory, services, readonly=readonly)
     app.run()

@@ -17,12 +17,21 @@ LOG_TAIL = 100
 
 
 def services_for(host_profiles: dict, accept_new_host: bool = False, env_choice: str | None = None,
-                 ) -> MonitorServices:
+                 places: dict | None = None) -> MonitorServices:
+    """host_profiles: the monitor's names -> their host profiles (a Slurm job's node -> its cluster's);
+    places: the names that are nodes of a Slurm job -> their JobPlace (the keys act on that job's
+    environment, and a process is stopped on its node)."""
+    places = places or {}
+
+    def env_for(name: str) -> str | None:
+        place = places.get(name)
+        return env_choice or (place.env if place is not None else None)
+
     def session(name: str):
-        return open_env(host_profiles[name], env_choice, accept_new_host=accept_new_host)
+        return open_env(host_profiles[name], env_for(name), accept_new_host=accept_new_host)
 
     def env_name(name: str) -> str:  # for confirmations: no connection needed
-        return resolve_env(host_profiles[name], env_choice).name
+        return resolve_env(host_profiles[name], env_for(name)).name
 
     def env_state(name: str) -> str:
         with session(name) as s:
@@ -73,7 +82,12 @@ def services_for(host_profiles: dict, accept_new_host: bool = False, env_choice:
         from devenv.services.monitor import kill_process
 
         with session(name) as s:
-            return kill_process(s.conn, pid, signal, expect_command=command)
+            conn = s.conn
+            if name in places:  # the process runs on the job's node: stopped there, through a job step
+                from devenv.services.cluster_monitor import node_connection
+
+                conn = node_connection(s.conn, places[name])
+            return kill_process(conn, pid, signal, expect_command=command)
 
     services = MonitorServices(env_state=env_state, follow_logs=follow_logs, up=up, down=down,
                                open_jupyter=open_jupyter, open_browser=open_browser, env_of=env_name, kill=kill,

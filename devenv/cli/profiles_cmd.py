@@ -75,18 +75,21 @@ def validate(files: tuple[Path, ...], kind: str | None) -> None:
     targets = list(files) or [
         profiles.source_of(k, n) for k in profiles.KINDS for n in profiles.names(k)
     ]
-    failures = 0
+    failures = errors = 0
     for path in targets:
         try:
             profiles.validate_file(Path(path), kind)
             click.echo(f"ok    {path}")
         except ProfileError as exc:
             failures += 1
-            click.secho(f"error {exc.message}", fg="red", err=True)
-            if exc.hint:
-                click.secho(f"      hint: {exc.hint}", fg="yellow", err=True)
+            # every error of the file, each with its file:line, not only the first
+            for one in getattr(exc, "errors", None) or [exc]:
+                errors += 1
+                click.secho(f"error {one.message}", fg="red", err=True)
+                if one.hint:
+                    click.secho(f"      hint: {one.hint}", fg="yellow", err=True)
     if failures:
-        raise ProfileError(f"{failures} of {len(targets)} profile(s) are invalid", "fix the errors above")
+        raise ProfileError(f"{errors} error(s) in {failures} of {len(targets)} profile(s)", "fix the errors above")
 
 
 def _is_user(source: Path | None) -> bool:

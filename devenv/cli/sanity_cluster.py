@@ -13,13 +13,14 @@ from devenv.errors import ProfileError
 def cluster_sanity(names: list[str], nodes: int | None, python: str | None, as_json: bool,
                    accept_new_host: bool) -> None:
     from devenv.schedulers.slurm import Slurm
+    from devenv.services.backends import on_cluster
     from devenv.services.multinode_sanity import run_multinode
 
     if len(names) != 1:
         raise ProfileError("--nodes runs on one cluster at a time", "name one Slurm host: devenv sanity CLUSTER "
                           "--nodes N")
     host = load_host(names[0])
-    if host.runtime != "slurm":
+    if not on_cluster(host):
         raise ProfileError(f"--nodes needs a Slurm cluster; {host.name} has runtime: {host.runtime}",
                            "add `runtime: slurm` (and `slurm:` settings) to a host profile for the login node")
     conn = connect(host, accept_new_host)

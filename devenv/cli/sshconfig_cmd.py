@@ -1,6 +1,7 @@
 """`devenv ssh-config install | uninstall | show`: one Include line in ~/.ssh/config, with the user's consent.
 
-With it, every ssh tool (VS Code Remote-SSH, scp, rsync, plain ssh) reaches `devenv-HOST-ENV` entries.
+With it, every ssh tool (VS Code Remote-SSH, scp, rsync, plain ssh) reaches `devenv-HOST-ENV` entries (the
+env's `-` doubled: see remote.openssh.env_alias).
 Nothing else in the user's file is ever changed; `uninstall` takes out exactly that line.
 """
 

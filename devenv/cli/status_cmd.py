@@ -8,6 +8,7 @@ from devenv.cli import main
 from devenv.cli.common import accept_new_host_option, host_names, load_host, per_host, worst_exit_code
 from devenv.cli.render import emit_json
 from devenv.config import hostref
+from devenv.env import spec as envspec
 from devenv.errors import DevenvError
 from devenv.services.session import open_env
 
@@ -16,7 +17,7 @@ STATE_COLOR = {"running": "green", "created": "yellow", "exited": "red", "restar
 
 def _host_status(name: str, accept_new_host: bool) -> list:
     with open_env(name, accept_new_host=accept_new_host) as session:
-        return session.backend.status()
+        return session.with_answers(session.backend.status())
 
 
 @main.command()
@@ -51,10 +52,20 @@ def status(hosts: tuple[str, ...], accept_new_host: bool, as_json: bool) -> None
                 state = click.style(f"{s.state:<11}", fg=STATE_COLOR.get(s.state))
                 jup = f"host:{s.ports['jupyter']}" if "jupyter" in s.ports else "-"
                 ssh = f"host:{s.ports['ssh']}" if "ssh" in s.ports else "-"
+                detail = "  ".join(x for x in (s.detail, _silent(s)) if x)
                 click.echo(f"{s.host:<14} {s.env:<12} {s.owner:<10} {state} {jup:<16} {ssh:<16} {s.gpus or '-':<8} "
-                           f"{(s.spec_hash or '-')[:12]}{'  ' + s.detail if s.detail else ''}")
+                           f"{(s.spec_hash or '-')[:12]}{'  ' + detail if detail else ''}")
             click.echo("Ports are on each host's own 127.0.0.1, not this machine's: `devenv jupyter HOST` or "
                        "`devenv tunnel HOST PORT` forwards them here.")
+            for s in rows:
+                if s.not_answering:
+                    click.secho(f"{s.host}: '{s.env}' runs but {_silent(s, plain=True)}: "
+                                + "; ".join(f"{name} {said}" for name, said in s.answers.items()
+                                            if name in s.not_answering), fg="yellow", err=True)
+                    click.secho(f"  `devenv up {s.host} --env {s.env}` repairs it (starts the service again, or "
+                                f"restarts the container; the workspace is kept)"
+                                + (f", run by its owner '{s.owner}'" if s.owner != envspec.owner() else ""),
+                                fg="yellow", err=True)
         elif not failed:
             click.echo(f"No environments on {', '.join(names)}.")
         for name, error in failed:
@@ -65,6 +76,14 @@ def status(hosts: tuple[str, ...], accept_new_host: bool, as_json: bool) -> None
     code = worst_exit_code([err.exit_code for _, _, err in results if err])
     if code:
         raise SystemExit(code)
+
+
+def _silent(s, plain: bool = False) -> str:
+    """"sshd not answering" for a running environment whose probed services did not all answer."""
+    if not s.not_answering:
+        return ""
+    text = f"{' and '.join(s.not_answering)} not answering"
+    return text if plain else click.style(text, fg="yellow")
 
 
 def _is_example(name: str) -> bool:

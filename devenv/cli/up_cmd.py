@@ -52,8 +52,8 @@ def up(host: str, env: str | None, accept_new_host: bool, detach: bool, assume_y
 
         found = devcontainer_up.find(devcontainer)
         dc = found[0] if found else None
-        if dc is not None:
-            devcontainer_up.apply(session, dc)
+        if found is not None:
+            devcontainer_up.apply(session, *found)
         if not (detach or as_json):
             session.prestart_tunnels()
         result = session.up(options)
@@ -72,6 +72,8 @@ def up(host: str, env: str | None, accept_new_host: bool, detach: bool, assume_y
                    "jupyter": _jupyter_json(host, session.host.local, session.jupyter_of(result)),
                    "devcontainer": None if dc is None else {
                        "source": dc.source, "image": env_profile.image, "forward_ports": list(dc.forward_ports),
+                       "base_image": env_profile.project_build.tag if env_profile.project_build else dc.image,
+                       "user": env_profile.user or "root",
                        "tunnel_commands": devcontainer_up.port_notes(host, dc)}})
         return
     click.secho(f"Environment '{env_profile.name}' on {host} {result.action} in {result.elapsed_s:.1f} s",

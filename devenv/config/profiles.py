@@ -86,6 +86,26 @@ class BuildSpec:
 
 
 @dataclass(frozen=True)
+class MountSpec:
+    """A mount of the container beside devenv's volumes: a host path (bind) or a tmpfs."""
+    type: str                         # bind | tmpfs
+    target: str
+    source: str = ""                  # bind: an absolute path on the host (the daemon's machine)
+    readonly: bool = False
+
+
+@dataclass(frozen=True)
+class ProjectBuild:
+    """A project's Dockerfile (devcontainer.json's build), built on the host before devenv's layer on top."""
+    context_dir: str                  # the folder on this machine whose files are the context
+    dockerfile: str                   # relative to context_dir's project root, already confined
+    tag: str                          # the base image's tag (a digest of the context's content)
+    args: dict[str, str] = field(default_factory=dict)
+    target: str | None = None
+    project_root: str = ""            # the folder the user named (the context never leaves it)
+
+
+@dataclass(frozen=True)
 class EnvProfile:
     name: str
     source: str
@@ -102,6 +122,11 @@ class EnvProfile:
     gpus: str = "all"                 # all | none | free:N (gpus: N) | "0,1" (devenv.gpu.choose)
     jupyter: bool = True
     sshd: bool = True
+    pip: tuple[str, ...] = ()         # pip requirement specs baked into the image (validated: specs only)
+    apt: tuple[str, ...] = ()         # Debian/Ubuntu packages baked into the image
+    user: str | None = None           # the non-root user exec, ssh, sync and Jupyter run as (made if missing)
+    mounts: tuple[MountSpec, ...] = ()          # bind/tmpfs mounts (from a devcontainer.json), checked
+    project_build: ProjectBuild | None = None   # a project's own Dockerfile, built first as the base
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -110,15 +135,53 @@ class EnvProfile:
 # --- validation over YAML nodes ----------------------------------------------------------------------
 
 class _Ctx:
-    """Where we are in a file, so each error says file:line and the field's dotted path."""
+    """Where we are in a file, so each error says file:line and the field's dotted path. Errors are collected
+    (ctx.errors), so one run names every error of the file, not only the first."""
 
     def __init__(self, source: str):
         self.source = source
+        self.errors: list[ProfileError] = []
 
     def fail(self, node: yaml.Node | None, where: str, problem: str, hint: str) -> ProfileError:
         line = f":{node.start_mark.line + 1}" if node is not None else ""
         field_part = f" field '{where}'" if where else ""
-        return ProfileError(f"{self.source}{line}:{field_part} {problem}", hint)
+        error = ProfileError(f"{self.source}{line}:{field_part} {problem}", hint)
+        error.line = node.start_mark.line + 1 if node is not None else None  # type: ignore[attr-defined]
+        return error
+
+    def record(self, exc: ProfileError) -> None:
+        self.errors.append(exc)
+
+    def collect(self, parse: Callable[[], Any]) -> tuple[bool, Any]:
+        """(True, value), or (False, None) once the errors of parse() are recorded."""
+        try:
+            return True, parse()
+        except _Reported:
+            return False, None
+        except ProfileError as exc:
+            self.record(exc)
+            return False, None
+
+
+class _Reported(Exception):
+    """The errors of a nested value are already in ctx.errors: its parent skips it without adding more."""
+
+
+class ProfileErrors(ProfileError):
+    """Several errors in one file, each with its file:line (the first's hint is the hint)."""
+
+    def __init__(self, errors: list[ProfileError]):
+        super().__init__("\n".join(e.message for e in errors), errors[0].hint)
+        self.errors = errors
+
+
+def _raise_collected(ctx: _Ctx) -> None:
+    """Raise what was collected, in the file's order (errors of the whole file last)."""
+    ctx.errors.sort(key=lambda e: getattr(e, "line", None) or 1 << 30)
+    if len(ctx.errors) == 1:
+        raise ctx.errors[0]
+    if ctx.errors:
+        raise ProfileErrors(ctx.errors)
 
 
 def _scalar(ctx: _Ctx, node: yaml.Node, where: str, what: str = "a string") -> str:
@@ -213,7 +276,10 @@ def _list_of_strings(ctx, node, where, item: Callable | None = None):
         return tuple(parts)
     if not isinstance(node, yaml.SequenceNode):
         raise ctx.fail(node, where, f"expected a list, got {_describe(node)}", f"write {where}: [a, b]")
-    return tuple(item(ctx, n, f"{where}[{i}]") for i, n in enumerate(node.value))
+    results = [ctx.collect(lambda n=n, i=i: item(ctx, n, f"{where}[{i}]")) for i, n in enumerate(node.value)]
+    if not all(ok for ok, _ in results):
+        raise _Reported()
+    return tuple(value for _, value in results)
 
 
 def _list_of(item: Callable):
@@ -243,14 +309,22 @@ def _mapping_of(value_parser: Callable, key_pattern: str = r"[A-Za-z_][A-Za-z0-9
         if not isinstance(node, yaml.MappingNode):
             raise ctx.fail(node, where, f"expected a mapping, got {_describe(node)}", f"write {where}: {{name: value}}")
         out = {}
+        failed = False
         for key_node, value_node in node.value:
-            key = _string(ctx, key_node, where)
-            if not re.fullmatch(key_pattern, key) or len(key) > 128:
-                raise ctx.fail(key_node, where, f"{check.preview(key)} is not a valid name",
-                               "use letters, digits, _ . -")
-            if key in out:
-                raise ctx.fail(key_node, f"{where}.{key}", "appears twice", "keep one")
-            out[key] = value_parser(ctx, value_node, f"{where}.{key}")
+            def entry(key_node=key_node, value_node=value_node):
+                key = _string(ctx, key_node, where)
+                if not re.fullmatch(key_pattern, key) or len(key) > 128:
+                    raise ctx.fail(key_node, where, f"{check.preview(key)} is not a valid name",
+                                   "use letters, digits, _ . -")
+                if key in out:
+                    raise ctx.fail(key_node, f"{where}.{key}", "appears twice", "keep one")
+                return key, value_parser(ctx, value_node, f"{where}.{key}")
+            ok, pair = ctx.collect(entry)
+            if ok:
+                out[pair[0]] = pair[1]
+            failed = failed or not ok
+        if failed:
+            raise _Reported()
         return out
     return parse
 
@@ -279,12 +353,17 @@ def _gpus(ctx, node, where):
 
 
 def _ports(ctx, node, where):
+    # names that are not even names are _mapping_of's to report; a name shown is short (never echoed whole)
+    unknown = [k for k, _ in (node.value if isinstance(node, yaml.MappingNode) else [])
+               if isinstance(k, yaml.ScalarNode) and k.value not in PORT_NAMES
+               and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.-]{0,127}", str(k.value))]
+    for key_node in unknown:
+        name = str(key_node.value)
+        ctx.record(ctx.fail(key_node, f"{where}.{name if len(name) <= 20 else check.preview(name)}",
+                            "is not a service devenv publishes", f"known: {', '.join(PORT_NAMES)}"))
     ports = _mapping_of(lambda c, n, w: _int(c, n, w, 1, 65535))(ctx, node, where)
-    for name in ports:
-        if name not in PORT_NAMES:
-            key_node = next((k for k, _ in node.value if k.value == name), node)
-            raise ctx.fail(key_node, f"{where}.{name}", "is not a service devenv publishes",
-                           f"known: {', '.join(PORT_NAMES)}")
+    if unknown:
+        raise _Reported()
     if len(set(ports.values())) != len(ports):
         raise ctx.fail(node, where, "gives two services the same port", "give each service its own port")
     return ports
@@ -303,24 +382,36 @@ def _shm_size(ctx, node, where):
     return text
 
 
-def _fields(ctx: _Ctx, node: yaml.Node, where: str, schema: dict[str, Callable]) -> dict[str, Any]:
-    """Check a mapping against a schema: unknown fields are errors that list the known ones."""
+def _fields(ctx: _Ctx, node: yaml.Node, where: str, schema: dict[str, Callable],
+            nested: bool = True) -> dict[str, Any]:
+    """Check a mapping against a schema: unknown fields are errors that list the known ones. Every field's
+    error is recorded; a nested mapping with errors raises _Reported after checking all of its fields (the
+    top level, nested=False, returns what parsed and leaves the failed keys out)."""
     if not isinstance(node, yaml.MappingNode):
         raise ctx.fail(node, where, f"expected a mapping, got {_describe(node)}", "see profiles/ for examples")
     out: dict[str, Any] = {}
+    before = len(ctx.errors)
+    seen: set[str] = set()
     for key_node, value_node in node.value:
-        key = _string(ctx, key_node, where)
-        path = f"{where}.{key}" if where else key
-        if key not in schema:
-            shown = key if re.fullmatch(r"[\w.-]{1,40}", key, re.ASCII) else check.preview(key)
-            path = f"{where}.{shown}" if where else shown
-            close = [k for k in schema if key and k.startswith(key[:3])]
-            suggestion = f"did you mean '{close[0]}'? " if close else ""
-            raise ctx.fail(key_node, path, "is not a known field",
-                           f"{suggestion}known fields: {', '.join(sorted(schema))}")
-        if key in out:
-            raise ctx.fail(key_node, path, "appears twice", "keep one")
-        out[key] = schema[key](ctx, value_node, path)
+        def one(key_node=key_node, value_node=value_node):
+            key = _string(ctx, key_node, where)
+            path = f"{where}.{key}" if where else key
+            if key not in schema:
+                shown = key if re.fullmatch(r"[\w.-]{1,40}", key, re.ASCII) else check.preview(key)
+                path = f"{where}.{shown}" if where else shown
+                close = [k for k in schema if key and k.startswith(key[:3])]
+                suggestion = f"did you mean '{close[0]}'? " if close else ""
+                raise ctx.fail(key_node, path, "is not a known field",
+                               f"{suggestion}known fields: {', '.join(sorted(schema))}")
+            if key in seen:
+                raise ctx.fail(key_node, path, "appears twice", "keep one")
+            seen.add(key)
+            return key, schema[key](ctx, value_node, path)
+        ok, pair = ctx.collect(one)
+        if ok:
+            out[pair[0]] = pair[1]
+    if nested and len(ctx.errors) > before:
+        raise _Reported()
     return out
 
 
@@ -394,6 +485,9 @@ ENV_SCHEMA: dict[str, Callable] = {
     "gpus": _gpus,
     "jupyter": _bool,
     "sshd": _bool,
+    "pip": _list_of(_checked(check.pip_spec_problem, "a requirement like numpy, numpy==2.1.0 or rich>=13,<14")),
+    "apt": _list_of(_checked(check.apt_package_problem, "a package like ffmpeg or libsndfile1=1.2.0-1")),
+    "user": _checked(check.user_problem, "a login name, e.g. user: dev (made in the image if missing)"),
 }
 
 
@@ -427,6 +521,7 @@ def _shape(text: str, source: str) -> None:
 def _check_tree(node: yaml.Node, source: str) -> None:
     """Refuse tags plain YAML does not resolve by itself, and trees that aliases blow up (a YAML bomb)."""
     stack, seen = [node], 0
+    tagged: list[ProfileError] = []
     while stack:
         current = stack.pop()
         seen += 1
@@ -434,14 +529,20 @@ def _check_tree(node: yaml.Node, source: str) -> None:
             raise ProfileError(f"{source}: more than {MAX_NODES} values once anchors and aliases are expanded",
                                "a profile is small; remove the aliases (*name) that repeat large parts")
         if current.tag not in _PLAIN_TAGS:
-            raise ProfileError(f"{source}:{current.start_mark.line + 1}: YAML tag {check.preview(current.tag, 40)} "
-                               "is not supported", "remove the tag (!...); profiles hold plain strings, numbers, "
-                               "lists and mappings")
+            error = ProfileError(f"{source}:{current.start_mark.line + 1}: YAML tag {check.preview(current.tag, 40)} "
+                                 "is not supported", "remove the tag (!...); profiles hold plain strings, numbers, "
+                                 "lists and mappings")
+            error.line = current.start_mark.line + 1  # type: ignore[attr-defined]
+            tagged.append(error)
         if isinstance(current, yaml.MappingNode):
             for key, value in current.value:
                 stack += [key, value]
         elif isinstance(current, yaml.SequenceNode):
             stack += current.value
+    if tagged:  # every tag of the file, in its order
+        ctx = _Ctx(source)
+        ctx.errors = tagged
+        _raise_collected(ctx)
 
 
 def _compose(text: str, source: str) -> yaml.Node:
@@ -462,33 +563,64 @@ def _compose(text: str, source: str) -> yaml.Node:
     return node
 
 
+def _present(node: yaml.Node, key: str) -> bool:
+    """The mapping has key, whether or not its value parsed (a failed one is already reported)."""
+    return _key_node(node, key) is not None
+
+
+def _key_node(node: yaml.Node, key: str) -> yaml.Node | None:
+    if isinstance(node, yaml.MappingNode):
+        for key_node, _ in node.value:
+            if isinstance(key_node, yaml.ScalarNode) and key_node.value == key:
+                return key_node
+    return None
+
+
 def parse_host(text: str, name: str, source: str) -> HostProfile:
     ctx = _Ctx(source)
-    values = _fields(ctx, _compose(text, source), "", HOST_SCHEMA)
-    if values.get("local") and "ssh" in values:
-        raise ProfileError(f"{source}: a host cannot be both 'local: true' and have 'ssh'", "remove one of them")
-    if not values.get("local") and "ssh" not in values:
-        raise ProfileError(f"{source}: field 'ssh' is missing", "add\nssh:\n  alias: <an ~/.ssh/config Host>\n(or 'local: true' for this machine)")
+    node = _compose(text, source)
+    values = _fields(ctx, node, "", HOST_SCHEMA, nested=False)
+    has_ssh = _present(node, "ssh")
+    if values.get("local") and has_ssh:
+        ctx.record(ctx.fail(_key_node(node, "ssh"), "ssh", "is set, but the host is 'local: true'",
+                            "a host cannot be both 'local: true' and have 'ssh': remove one of them"))
+    if not values.get("local") and not has_ssh and not _present(node, "local"):
+        ctx.record(ProfileError(f"{source}: field 'ssh' is missing",
+                                "add\nssh:\n  alias: <an ~/.ssh/config Host>\n(or 'local: true' for this machine)"))
     if values.get("runtime") == "slurm":
         if values.get("local"):
-            raise ProfileError(f"{source}: runtime: slurm needs 'ssh' to the cluster's login node, not 'local: true'",
-                               "write\nssh:\n  alias: <the login node's ~/.ssh/config Host>")
+            ctx.record(ctx.fail(_key_node(node, "runtime"), "runtime",
+                                "slurm needs 'ssh' to the cluster's login node, not 'local: true'",
+                                "write\nssh:\n  alias: <the login node's ~/.ssh/config Host>"))
         values.setdefault("slurm", SlurmSettings())
-    elif "slurm" in values:
-        raise ProfileError(f"{source}: field 'slurm' is set but runtime is '{values.get('runtime', 'docker')}'",
-                           "add runtime: slurm (a Slurm login node), or remove slurm:")
+    elif "slurm" in values and not ctx.errors:
+        ctx.record(ctx.fail(_key_node(node, "slurm"), "slurm",
+                            f"is set but runtime is '{values.get('runtime', 'docker')}'",
+                            "add runtime: slurm (a Slurm login node), or remove slurm:"))
+    _raise_collected(ctx)
     return HostProfile(name=name, source=source, **values)
 
 
 def parse_env(text: str, name: str, source: str) -> EnvProfile:
     ctx = _Ctx(source)
     node = _compose(text, source)
-    values = _fields(ctx, node, "", ENV_SCHEMA)
-    if "image" not in values:
-        raise ctx.fail(node, "image", "is missing", "name the image to run, e.g. image: devenv/pytorch:cu128 (with build: to build it)")
+    values = _fields(ctx, node, "", ENV_SCHEMA, nested=False)
+    if not _present(node, "image"):
+        ctx.record(ctx.fail(node, "image", "is missing",
+                            "name the image to run, e.g. image: devenv/pytorch:cu128 (with build: to build it)"))
     if values.get("torch", "").endswith("+cpu") and values.get("cuda"):
-        raise ctx.fail(node, "cuda", f"is {values['cuda']} but torch is a CPU build ({values['torch']})",
-                       "drop 'cuda' for a CPU environment, or use a +cuXYZ torch build")
+        ctx.record(ctx.fail(_key_node(node, "cuda"), "cuda",
+                            f"is {values['cuda']} but torch is a CPU build ({values['torch']})",
+                            "drop 'cuda' for a CPU environment, or use a +cuXYZ torch build"))
+    if not _present(node, "build"):
+        for key in ("pip", "apt", "user"):
+            if _present(node, key):
+                ctx.record(ctx.fail(_key_node(node, key), key, "needs a build: section (it is baked into the "
+                                    "image devenv builds; a pulled image cannot get it)",
+                                    "add build: {dockerfile: pytorch.Dockerfile, args: {...}}"))
+    _raise_collected(ctx)
+    if values.get("user") == "root":
+        values["user"] = None   # root is the default: the same image and container as without it
     return EnvProfile(name=name, source=source, **values)
 
 

@@ -22,6 +22,12 @@ _USER = re.compile(r"[A-Za-z0-9._][A-Za-z0-9._-]{0,63}")
 # docker's reference grammar, loosely: [registry[:port]/]path[:tag][@digest]
 _IMAGE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/-]*(?::[0-9]{1,5}/[A-Za-z0-9._/-]+)?"
                     r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[0-9a-f]{64})?")
+# A pip requirement as a word: name[extras] and version clauses; no URL (@), marker (;), space or option.
+_PIP_NAME = r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,126}[A-Za-z0-9])?"
+_PIP_CLAUSE = r"(?:===|~=|==|!=|<=|>=|<|>)[A-Za-z0-9.*+!_-]{1,64}"
+_PIP_SPEC = re.compile(rf"{_PIP_NAME}(?:\[{_PIP_NAME}(?:,{_PIP_NAME})*\])?(?:{_PIP_CLAUSE}(?:,{_PIP_CLAUSE})*)?")
+# A Debian package: name[:arch][=version] (policy 5.6.1 and 5.6.12).
+_APT_PACKAGE = re.compile(r"[a-z0-9][a-z0-9+.-]{1,127}(?::[a-z0-9-]{1,32})?(?:=[A-Za-z0-9.+:~_-]{1,128})?")
 _PROGRAM = re.compile(r"[A-Za-z0-9_./+~-]{1,255}")
 _DIGITS = re.compile(r"[0-9]{1,18}")
 
@@ -129,6 +135,28 @@ def program_problem(value: str) -> str | None:
         return problem
     if not _PROGRAM.fullmatch(value):
         return "is not a program name or path (letters, digits, '.', '_', '/', '+', '-')"
+    return None
+
+
+def pip_spec_problem(value: str) -> str | None:
+    """One pip requirement (numpy, torch==2.8.0, rich[jupyter]>=13,<14): never an option, a URL, a path or
+    anything a shell would read (the build passes each as one argument, with globbing off)."""
+    problem = option_problem(value)
+    if problem:
+        return problem
+    if not _PIP_SPEC.fullmatch(value):
+        return ("is not a pip requirement (name[extras] with ==, >=, <, ~= versions; no options, URLs, paths, "
+                "spaces or shell characters)")
+    return None
+
+
+def apt_package_problem(value: str) -> str | None:
+    """One apt package (ffmpeg, libsndfile1=1.2.0-1, gcc:amd64): never an option or shell text."""
+    problem = option_problem(value)
+    if problem:
+        return problem
+    if not _APT_PACKAGE.fullmatch(value):
+        return "is not a Debian package name (lower-case letters, digits, '+', '-', '.'; =VERSION optional)"
     return None
 
 

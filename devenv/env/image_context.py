@@ -109,12 +109,36 @@ def context_root(env: EnvProfile, inputs: BuildInputs) -> Path:
 
 
 def build_args(env: EnvProfile, inputs: BuildInputs) -> dict[str, str]:
-    """The profile's args plus what the labels declare (the build verifies torch against it)."""
+    """The profile's args plus what the labels declare (the build verifies torch against it), the user and
+    the pip/apt lists (validated as package specs at the profile's boundary; the scripts split them into
+    arguments with globbing off, never through a shell line)."""
     args = dict(env.build.args if env.build else {})
     args["DEVENV_CUDA"] = env.cuda or ""
     args["DEVENV_TORCH"] = env.torch or ""
     args["OFFLINE"] = "1" if inputs.offline else "0"
+    if env.user:
+        args["DEVENV_USER"] = env.user
+    if env.pip:
+        args["DEVENV_PIP"] = " ".join(env.pip)
+    if env.apt:
+        args["DEVENV_APT"] = " ".join(env.apt)
     return args
+
+
+CONTENT_LABEL = "org.devenv.content"
+
+
+def content_hash(env: EnvProfile) -> str:
+    """What the profile bakes into the image beyond its tag (pip, apt, user): the image carries it in a label,
+    and an image whose label differs is rebuilt. Empty when the profile adds none (images made before keep
+    matching)."""
+    import hashlib
+    import json
+
+    extra = {k: v for k, v in (("pip", list(env.pip)), ("apt", list(env.apt)), ("user", env.user)) if v}
+    if not extra:
+        return ""
+    return hashlib.sha256(json.dumps(extra, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def make_context(env: EnvProfile, inputs: BuildInputs) -> tuple[tempfile.SpooledTemporaryFile, str, int]:

@@ -65,10 +65,18 @@ class EnvStatus:
     job_id: str | None = None        # a scheduler's job holding it (scheduler backends), else None
     nodes: list[str] = field(default_factory=list)   # the nodes it runs on, when not the host itself
     gpus: str | None = None          # the host GPUs it was given (label org.devenv.gpus), when recorded
+    # what each service answered when `status` probed it ({"jupyter": "ok: jupyter-server 2.14.2",
+    # "sshd": "down: closed without a banner"}); empty when not probed
+    answers: dict[str, str] = field(default_factory=dict)
 
     @property
     def running(self) -> bool:
         return self.state == "running"
+
+    @property
+    def not_answering(self) -> list[str]:
+        """The probed services that did not answer (["sshd"]), in the order probed."""
+        return [name for name, said in self.answers.items() if not said.startswith("ok")]
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)

@@ -26,13 +26,14 @@ OWNER = f"{LABEL}.owner"
 SPEC = f"{LABEL}.spec"
 SPEC_HASH = f"{LABEL}.spec-hash"
 PORTS = f"{LABEL}.ports"
-ROLE = f"{LABEL}.role"          # on volumes: which of the profile's volumes this is
+ROLE = f"{LABEL}.role"          # on volumes: which of the profile's volumes this is; "network" on the network
 VERSION = f"{LABEL}.version"
 GPUS = f"{LABEL}.gpus"          # the host GPUs the container was given ("0,1"; "all"), picked at `up` for gpus: N
 
 # Where the services listen inside the container (the image's entrypoint); the host publishes them on
 # 127.0.0.1 at the profile's preferred ports, or at free ones when those are taken.
 CONTAINER_PORTS = {"jupyter": 8888, "ssh": 22}
+NETWORK_OWN = "own"
 
 
 def owner() -> str:
@@ -46,6 +47,11 @@ def container_name(owner_name: str, env_name: str) -> str:
     `b-c` and owner `a-b` + env `c` both read devenv-a-b-c), so a digest of the parts ends the name. Names are
     for people; environments are found by their labels (owner, env, host), never by name."""
     return f"devenv-{owner_name}-{env_name}-{_digest(owner_name, env_name)}"
+
+
+def network_name(owner_name: str, env_name: str) -> str:
+    """The environment's own bridge network (Docker keeps network names apart from container names)."""
+    return container_name(owner_name, env_name)
 
 
 def volume_name(owner_name: str, env_name: str, role: str) -> str:
@@ -77,6 +83,13 @@ def desired_spec(env: EnvProfile, image_id: str, ssh_key: str) -> dict[str, Any]
         "jupyter": env.jupyter,
         "sshd": env.sshd,
         "ssh_key": ssh_key if env.sshd else "",
+        # Its own bridge network: containers on other networks (the default bridge) cannot reach Jupyter and
+        # sshd; the ports published on the host's 127.0.0.1 are the way in. In the spec, so an environment made
+        # on the shared bridge before this is shown as changed and recreated (its workspace kept).
+        "network": NETWORK_OWN,
+        # Only when set, so the hash of every environment made before stays what it was.
+        **({"user": env.user} if env.user else {}),
+        **({"mounts": [[m.type, m.source, m.target, m.readonly] for m in env.mounts]} if env.mounts else {}),
     }
 
 
@@ -151,12 +164,15 @@ class ContainerRequest:
     shm_size: str
     gpus: str                         # all | none | "0,1" (a count, free:N, is resolved to indices before this)
     hostname: str
+    network: str | None = None        # the bridge network to attach to (None: the engine's default)
     ulimits: dict[str, tuple[int, int]] = field(default_factory=lambda: dict(ULIMITS))
+    mounts: tuple[tuple[str, str, str, bool], ...] = ()   # (bind | tmpfs, host source, target, readonly)
+    user: str = "root"                # the environment's user (exec runs as it; the entrypoint starts as root)
 
 
 def container_request(spec: dict[str, Any], owner_name: str, host_name: str, version: str,
                       any_port: set[str] = frozenset(), chosen_gpus: str | None = None,
-                      volume_names: dict[str, str] | None = None) -> ContainerRequest:
+                      volume_names: dict[str, str] | None = None, network: str | None = None) -> ContainerRequest:
     """The container for a spec; services in any_port get a free host port instead of the preferred one.
     chosen_gpus: the indices picked for a spec that asks for a count of free GPUs (gpus: free:N); recorded in
     a label of its own, outside the spec hash, so a later `up` with other GPUs free still reattaches.
@@ -179,6 +195,10 @@ def container_request(spec: dict[str, Any], owner_name: str, host_name: str, ver
     workspace = spec["volumes"].get("workspace")
     if workspace:
         environment["DEVENV_WORKSPACE"] = workspace
+    if spec.get("user"):
+        environment["DEVENV_USER"] = spec["user"]
+        # the volumes' top folders become the user's at start (a fresh volume's mount point is root's)
+        environment["DEVENV_USER_DIRS"] = ":".join(sorted(spec["volumes"].values()))
     return ContainerRequest(
         name=container_name(owner_name, env_name),
         image=spec["image_id"] or spec["image"],
@@ -190,4 +210,12 @@ def container_request(spec: dict[str, Any], owner_name: str, host_name: str, ver
         shm_size=spec["shm_size"],
         gpus=gpus,
         hostname=f"devenv-{env_name}"[:63],
+        network=network,
+        mounts=tuple((m[0], m[1], m[2], bool(m[3])) for m in spec.get("mounts", [])),
+        user=spec.get("user") or "root",
     )
+
+
+def user_of(spec: dict[str, Any] | None) -> str:
+    """The user an environment's commands run as, from its spec (labels): root unless it has its own."""
+    return str((spec or {}).get("user") or "root")

@@ -86,6 +86,9 @@ def once_table(snapshots, now: float | None = None) -> str:
             head += f"  driver {snap.driver_version}"
         head += f"  {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(snap.last_sample_t or snap.t))}"
         lines.append(head)
+        job = getattr(snap, "job", None)
+        if job is not None:  # a node of a Slurm job
+            lines.append(f"  {job.describe()}")
         if snap.message:
             lines.append(f"  {snap.message}" + (f" (hint: {snap.hint})" if snap.hint else ""))
         rows = []

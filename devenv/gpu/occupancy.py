@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from devenv.gpu.nvsmi import parse_csv
 from devenv.gpu.nvsmi import to_int as _int
-from devenv.gpu.sample import ProcessSample, apps_query_command, container_from_cgroup, parse_apps_csv
+from devenv.gpu.sample import ProcessSample, apps_pids_script, apps_query_command, container_from_cgroup, parse_apps_csv
 
 OCC_GPU_FIELDS = ("index", "uuid", "memory.used", "memory.total", "utilization.gpu")
 BEGIN, END = "@gpus", "@end"
@@ -38,12 +38,7 @@ echo "{BEGIN} $?"
 out=$({apps_query_command(nvidia_smi)} 2>&1)
 echo "@apps $?"
 [ -n "$out" ] && printf '%s\\n' "$out"
-pids=
-while IFS=, read -r pid rest; do
-  case $pid in ''|*[!0-9]*) ;; *) pids="${{pids:+$pids }}$pid" ;; esac
-done <<DEVENV_EOF
-$out
-DEVENV_EOF
+{apps_pids_script()}
 if [ -n "$pids" ]; then
   ps -o pid=,user:32= -p "$pids" 2>/dev/null | while read -r p u; do echo "@user $p $u"; done
   for p in $pids; do

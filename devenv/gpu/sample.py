@@ -57,6 +57,22 @@ def apps_query_command(nvidia_smi: str = "nvidia-smi") -> str:
     return f"{nvidia_smi} --query-compute-apps={','.join(APP_FIELDS)} --format=csv,noheader,nounits"
 
 
+def apps_pids_script(indent: str = "", listing: str = "out", uuids: bool = False) -> str:
+    """POSIX shell lines that set $pids to the pids (first CSV field) of the compute-apps listing held in
+    $listing, space-separated, skipping error text; with uuids, also $uuids to the GPU uuids (last field) they
+    run on, comma-separated, each once. Read with the shell's own `read` (nothing started)."""
+    lines = ["pids= uuids=" if uuids else "pids=",
+             "while IFS=, read -r pid rest; do",
+             "  case $pid in ''|*[!0-9]*) continue ;; esac",
+             '  pids="${pids:+$pids }$pid"']
+    if uuids:
+        lines += ["  u=${rest##*,}; u=${u# }",
+                  '  case $u in GPU-*) case ",$uuids," in *",$u,"*) ;; *) uuids="${uuids:+$uuids,}$u" ;; esac ;; esac']
+    lines.append("done <<DEVENV_EOF")
+    # the here-document's body and end stay unindented
+    return "\n".join(indent + line for line in lines) + f"\n${listing}\nDEVENV_EOF"
+
+
 # compute-apps has no SM utilisation (tests/fixtures/pmon/load_bad_field.txt): `pmon` gives it per (GPU, pid).
 # One sample (-c 1), utilisation only (-s u), for the GPUs named after -i (at most 4 per call: `pmon -h`).
 PMON_MAX_GPUS = 4
@@ -518,7 +534,7 @@ def sparkline(values: list[float | None], lo: float = 0.0, hi: float | None = No
 __all__ = [
     "GPU_FIELDS", "APP_FIELDS", "FIELD_ALIASES", "THROTTLE_REASONS", "SLOWDOWN_REASONS", "NA_VALUES",
     "GpuSample", "ProcessSample", "AppsFrame", "HostStats", "cpu_busy_pct", "Gap", "GpuHistory",
-    "gpu_query_command", "apps_query_command", "invalid_field", "decode_throttle",
+    "gpu_query_command", "apps_query_command", "apps_pids_script", "invalid_field", "decode_throttle",
     "parse_gpu_line", "parse_gpu_csv", "parse_apps_csv", "parse_apps_frame", "container_from_cgroup",
     "pmon_command", "parse_pmon", "with_sm", "PMON_MAX_GPUS",
     "sparkline", "time_series", "sample_step", "APPS_BEGIN", "APPS_END", "SPARK_GAP",

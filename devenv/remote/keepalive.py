@@ -13,6 +13,13 @@ import time
 
 from devenv.remote.sshlib import paramiko
 
+_REASON = "_devenv_lost_reason"
+
+
+def reason(transport: paramiko.Transport | None) -> str | None:
+    """Why the keepalive closed this transport ("no answer to 3 keepalives in 90 s"), or None if it did not."""
+    return getattr(transport, _REASON, None)
+
 
 def watch(transport: paramiko.Transport, interval: float, count_max: int = 3) -> threading.Thread:
     thread = threading.Thread(target=_watch, args=(transport, interval, count_max),
@@ -38,5 +45,8 @@ def _watch(transport: paramiko.Transport, interval: float, count_max: int) -> No
 
         threading.Thread(target=ask, name="devenv-keepalive-ask", daemon=True).start()
         if not replied.wait(interval * count_max) and transport.is_active():
+            # said before closing, so whoever sees the channels close can already read why
+            setattr(transport, _REASON, f"the host stopped answering: no reply to {count_max} SSH keepalives "
+                                        f"in {interval * (count_max + 1):g} s")
             transport.close()
             return

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import selectors
 import signal
+import socket
 import subprocess
 import tempfile
 import threading
@@ -70,6 +71,10 @@ class LocalConnection:
         except OSError as e:
             raise DevenvError(f"cannot write {path}: {e.strerror or e}",
                               "check that the directory exists and is writable") from None
+
+    def open_port(self, host: str, port: int, timeout: float) -> socket.socket:
+        """A TCP connection to host:port on this machine (what SSHConnection.open_port is over SSH)."""
+        return socket.create_connection((host, port), timeout=timeout)
 
     def close(self) -> None:
         pass

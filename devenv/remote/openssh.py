@@ -74,8 +74,38 @@ def _check_target(host: HostProfile) -> None:
         raise BadInput(f"{host.source}: the host has neither ssh.alias nor ssh.hostname", "fix the host profile")
 
 
+ENTRY_MARK = "  # devenv entry (alias: host's '-' kept, env's '-' doubled)"
+
+
 def env_alias(host_name: str, env_name: str) -> str:
+    """`devenv-HOST-ENV`, one alias per (host, env) pair: the env's `-` is written `--`, so the one single `-`
+    after the host's last character ends the host (host `a` + env `b-c` is devenv-a-b--c, host `a-b` + env `c`
+    is devenv-a-b-c). Characters an alias cannot hold (`user@box:22`), a `+`, capitals (ssh matches Host patterns
+    ignoring case), a host's trailing `-` and an env's leading `-` are written `+XX` (hex). The usual names
+    (lower case, env without `-`) read as they always did."""
+    host = _alias_escape(host_name, "")
+    host = host.rstrip("-") + "+2d" * (len(host) - len(host.rstrip("-")))
+    env = _alias_escape(env_name, "--")
+    if env.startswith("--"):
+        env = "+2d" + env[2:]
+    return f"devenv-{host or '+'}-{env or '+'}"
+
+
+def legacy_env_alias(host_name: str, env_name: str) -> str:
+    """The alias devenv wrote before it was made unambiguous (two pairs could share it)."""
     return _ALIAS_SAFE.sub("-", f"devenv-{host_name}-{env_name}")
+
+
+def _alias_escape(text: str, dash: str) -> str:
+    out = []
+    for char in text:
+        if char == "-":
+            out.append(dash or "-")
+        elif char.isascii() and (char.isdigit() or char.islower() or char in "._"):  # ssh matches Host
+            out.append(char)                                                         # ignoring case
+        else:
+            out.extend(f"+{b:02x}" for b in char.encode())
+    return "".join(out)
 
 
 def known_hosts_line(alias: str, host_key: str) -> str:
@@ -88,15 +118,20 @@ def known_hosts_line(alias: str, host_key: str) -> str:
 
 
 def env_config_entry(alias: str, host: HostProfile, port: int, identity_file: Path, known_hosts: Path,
-                     ssh_binary: str = "ssh") -> str:
-    """An ssh_config block reaching the environment: through the host (ProxyCommand ssh -W) unless local."""
+                     ssh_binary: str = "ssh", user: str = "root") -> str:
+    """An ssh_config block reaching the environment: through the host (ProxyCommand ssh -W) unless local;
+    user: the environment's own (its sshd admits only it)."""
     if not 0 < int(port) < 65536:
         raise BadInput(f"port {port} of {alias} is not a TCP port", "recreate the environment")
+    if validate.user_problem(user):
+        raise BadInput(f"the environment's user {validate.preview(user)} {validate.user_problem(user)}",
+                       "fix remoteUser / user: and recreate the environment")
     lines = [
         f"Host {_config_value(alias)}",
+        ENTRY_MARK,
         "  HostName 127.0.0.1",
         f"  Port {int(port)}",
-        "  User root",
+        f"  User {user}",
         f"  IdentityFile {_config_quote(str(identity_file))}",
         "  IdentitiesOnly yes",
         f"  HostKeyAlias {_config_value(alias)}",
@@ -132,6 +167,40 @@ def replace_block(config_text: str, alias: str, block: str) -> str:
             out.append(line)
     text = "".join(out).rstrip("\n")
     return (text + "\n\n" if text else "") + block
+
+
+def block_of(config_text: str, alias: str) -> str | None:
+    """The `Host alias` block of config_text (its Host line included), or None."""
+    found: list[str] | None = None
+    for line in config_text.splitlines(keepends=True):
+        stripped = line.strip()
+        if stripped.lower().startswith(("host ", "match ")):
+            if found is not None:
+                break
+            if stripped.lower().startswith("host ") and stripped.split()[1:] == [alias]:
+                found = []
+        if found is not None:
+            found.append(line)
+    return "".join(found) if found is not None else None
+
+
+def remove_block(config_text: str, alias: str) -> str:
+    """config_text without the `Host alias` block."""
+    out: list[str] = []
+    skipping = False
+    for line in config_text.splitlines(keepends=True):
+        stripped = line.strip()
+        if stripped.lower().startswith(("host ", "match ")):
+            skipping = stripped.split()[1:] == [alias] and stripped.lower().startswith("host ")
+        if not skipping:
+            out.append(line)
+    text = "".join(out).rstrip("\n")
+    return text + "\n" if text.strip() else ""
+
+
+def remove_known_host(known_hosts_text: str, alias: str) -> str:
+    kept = [ln for ln in known_hosts_text.splitlines() if ln.split(" ", 1)[0] != alias]
+    return "\n".join(kept) + "\n" if kept else ""
 
 
 def replace_known_host(known_hosts_text: str, alias: str, line: str) -> str:

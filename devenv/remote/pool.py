@@ -32,6 +32,12 @@ def get_connection(host, *, accept_new_host: bool = False) -> Connection:
         return conn
 
 
+def new_connection(host, *, accept_new_host: bool = False) -> Connection:
+    """A connection of its own for host, outside the pool (closing it affects no one else): for a monitor
+    stream per Slurm node, each ending with its own connection."""
+    return _new_connection(host, accept_new_host)
+
+
 def close_all() -> None:
     with _lock:
         conns = list(_pool.values())

@@ -20,7 +20,7 @@ from dataclasses import replace
 from shlex import quote
 
 from devenv.errors import CommandFailed, CommandTimeout, ConnectError, DevenvError
-from devenv.remote import dial
+from devenv.remote import dial, keepalive
 from devenv.remote.base import DEFAULT_TIMEOUT, Result
 from devenv.remote.channel_io import ChannelIO, stop_script, wrap_command
 from devenv.remote.sshconfig import ResolvedTarget, resolve
@@ -47,6 +47,14 @@ class SSHConnection:
         # paramiko keeps one "last error" per transport: two threads opening channels at once can read each
         # other's refusal (or none). Opening is one round trip, so opens go one at a time.
         self._opening = threading.Lock()
+        self._last_loss: str | None = None  # why the keepalive dropped a transport of this connection
+
+    def loss_reason(self) -> str | None:
+        """Why the keepalive dropped this connection (the live one, or one re-dialled since), if it did."""
+        current = self._chain[-1] if self._chain else None
+        if current is not None and not current.is_active():
+            return keepalive.reason(current)
+        return self._last_loss
 
     # --- lifecycle ----------------------------------------------------------------------------------
 
@@ -69,7 +77,9 @@ class SSHConnection:
             if self._chain and self._chain[-1].is_active():
                 return self._chain[-1]
             if self._chain:
-                log.info("%s: the SSH connection died; reconnecting", self.name)
+                self._last_loss = keepalive.reason(self._chain[-1])
+                log.info("%s: the SSH connection died (%s); reconnecting", self.name,
+                         keepalive.reason(self._chain[-1]) or "closed")
             dial.close_chain(self._chain)  # a dead pooled transport is replaced, never reused
             self._chain = []
             started = time.monotonic()
@@ -207,6 +217,29 @@ class SSHConnection:
             return None, f"could not probe forwarding: {e}"
         return True, "sshd allows TCP forwarding"
 
+    def open_port(self, host: str, port: int, timeout: float) -> paramiko.Channel:
+        """A direct-tcpip channel to host:port as the SSH server sees it (no process on the host): a stream
+        with socket's calls. ConnectionRefusedError when the server could not connect there; CannotProbe when
+        it refuses TCP forwarding."""
+        from devenv.remote.portprobe import CannotProbe
+        from devenv.remote.tunnels import no_delay
+
+        transport = self.transport()
+        no_delay(transport.sock)  # a small request and its answer: no delayed-ACK stall (as OpenSSH sets it)
+        try:
+            with self._opening:
+                channel = transport.open_channel("direct-tcpip", (host, port), ("127.0.0.1", 0), timeout=timeout)
+        except paramiko.ChannelException as e:
+            if e.code == paramiko.OPEN_FAILED_ADMINISTRATIVELY_PROHIBITED:
+                raise CannotProbe(f"sshd on {self.name} refuses TCP forwarding",
+                                  "allow it (AllowTcpForwarding local) for tunnels and quick probes") from None
+            raise ConnectionRefusedError(f"{host}:{port}: {e.text or 'connect failed'}") from None
+        except _CHANNEL_ERRORS as e:
+            if not transport.is_active():
+                raise self._lost(f"(connect to {host}:{port})") from None
+            raise TimeoutError(f"no channel to {host}:{port}: {e}") from None
+        return channel
+
     # --- internals ----------------------------------------------------------------------------------
 
     def _start(self, command: str, env: dict[str, str] | None) -> ChannelIO:
@@ -267,8 +300,10 @@ class SSHConnection:
             time.sleep(0.02)
 
     def _lost(self, command: str) -> ConnectError:
+        why = self.loss_reason()
         return ConnectError(
-            f"connection to {self.name} ({self.resolved.address}) lost while running: {command}",
+            f"connection to {self.name} ({self.resolved.address}) lost while running: {command}"
+            + (f" ({why})" if why else ""),
             "the host rebooted, sshd restarted or the network dropped; re-run the command "
             "(devenv reconnects on the next command)")
 

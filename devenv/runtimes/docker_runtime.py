@@ -12,6 +12,7 @@ from __future__ import annotations
 import io
 import logging
 import re
+import shlex
 import tarfile
 import time
 from collections.abc import Callable, Iterator
@@ -23,7 +24,7 @@ from devenv.remote import sshlib as _sshlib  # noqa: F401
 import docker
 import docker.errors
 import requests
-from docker.types import DeviceRequest, Ulimit
+from docker.types import DeviceRequest, Mount, Ulimit
 
 from devenv.env import engines
 from devenv.env import spec as envspec
@@ -67,7 +68,8 @@ class DockerRuntime:
     kind = "docker"
 
     def __init__(self, client: docker.DockerClient, host_name: str,
-                 engine: EngineInfo | None = None, gpu_devices: str = "auto"):
+                 engine: EngineInfo | None = None, gpu_devices: str = "auto", conn: Connection | None = None):
+        self.conn = conn  # the SSH connection under the API (None: a local socket), asked why it was lost
         self.client = client
         self.api = client.api
         self.host = host_name
@@ -78,7 +80,7 @@ class DockerRuntime:
     def connect(cls, conn: Connection, host_name: str, local: bool, engine: str = "auto",
                 gpu_devices: str = "auto") -> DockerRuntime:
         client, info = docker_api.client_for(conn, local, engine)
-        return cls(client, host_name, info, gpu_devices)
+        return cls(client, host_name, info, gpu_devices, None if local else conn)
 
     def close(self) -> None:
         try:
@@ -119,7 +121,7 @@ class DockerRuntime:
         return info
 
     def build(self, context, dockerfile: str, tag: str, buildargs: dict[str, str], progress: Progress,
-              labels: dict[str, str] | None = None) -> ImageInfo:
+              labels: dict[str, str] | None = None, target: str | None = None) -> ImageInfo:
         """Build from a tar context (a file object) with the classic builder; BuildFailed names the step."""
         step: str | None = None
         tail: list[str] = []
@@ -127,7 +129,7 @@ class DockerRuntime:
         try:
             stream = self.api.build(fileobj=context, custom_context=True, dockerfile=dockerfile, tag=tag,
                                     buildargs=buildargs, labels=labels, rm=True, forcerm=True, decode=True,
-                                    pull=False, timeout=None)
+                                    pull=False, timeout=None, target=target)
             for event in stream:
                 if "error" in event:
                     raise BuildFailed(step, event["error"], tail[-15:])
@@ -184,6 +186,41 @@ class DockerRuntime:
         return sorted(v["Name"] for v in (data or {}).get("Volumes") or []
                       if _labels_match(v.get("Labels"), label_filters))
 
+    # --- networks ------------------------------------------------------------------------------------
+
+    def ensure_network(self, name: str, labels: dict[str, str]) -> bool:
+        """Create the bridge network unless one of that name exists; True when it was created. One of that
+        name that is not labelled as asked is refused (it is someone else's)."""
+        existing = self._network(name)
+        if existing is not None:
+            identity = {k: v for k, v in labels.items() if k in (envspec.MANAGED, envspec.OWNER, envspec.ENV)}
+            if not _labels_match(existing.get("Labels"), identity):
+                raise DevenvError(f"a network named {name} exists on {self.host} but is not this environment's",
+                                  f"remove it (docker network rm {name}) or set DEVENV_OWNER to use other names")
+            return False
+        # check_duplicate: two `up`s racing must not make two networks of one name (Docker allows that)
+        self._call(self.api.create_network, name, driver="bridge", labels=labels, check_duplicate=True)
+        return True
+
+    def list_networks(self, label_filters: dict[str, str]) -> list[str]:
+        filters = {"label": [f"{k}={v}" for k, v in label_filters.items()]}
+        data = self._call(self.api.networks, filters=filters)
+        return sorted(n["Name"] for n in data or [] if _labels_match(n.get("Labels"), label_filters))
+
+    def remove_network(self, name: str) -> bool:
+        try:
+            self._call(self.api.remove_network, name)
+            return True
+        except docker.errors.NotFound:
+            return False
+
+    def _network(self, name: str) -> dict | None:
+        try:
+            data = self._call(self.api.inspect_network, name)
+        except docker.errors.NotFound:
+            return None
+        return data if isinstance(data, dict) and data.get("Name") == name else None  # not an id prefix
+
     # --- containers ----------------------------------------------------------------------------------
 
     def find(self, name_or_id: str) -> ContainerInfo | None:
@@ -211,11 +248,14 @@ class DockerRuntime:
         host_config = self.api.create_host_config(
             port_bindings={f"{cport}/tcp": ("127.0.0.1", hport) for cport, hport in req.ports.items()},
             binds={vol: {"bind": path, "mode": "rw"} for vol, path in req.volumes.items()},
+            mounts=[Mount(target, source or None, type=kind, read_only=ro) for kind, source, target, ro in req.mounts]
+            or None,
             shm_size=req.shm_size,
             ulimits=[Ulimit(name=n, soft=s, hard=h) for n, (s, h) in req.ulimits.items()],
             device_requests=_device_requests(req.gpus, self.gpu_request),
             init=True,  # docker-init reaps zombies and forwards signals for the entrypoint
             restart_policy={"Name": "unless-stopped"},
+            **({"network_mode": req.network} if req.network else {}),
         )
         try:
             created = self._call(self.api.create_container, req.image, name=req.name, labels=req.labels,
@@ -317,11 +357,12 @@ class DockerRuntime:
         return (code if code is not None else -1,
                 (out or b"").decode(errors="replace"), (err or b"").decode(errors="replace"))
 
-    def exec_stream(self, container: str, argv: list[str], tty: bool = False
+    def exec_stream(self, container: str, argv: list[str], tty: bool = False, user: str = ""
                     ) -> tuple[Iterator[tuple[bytes | None, bytes | None]], Callable[[], int]]:
-        """Start argv in the container; (chunks of (stdout, stderr), a function giving the exit code after)."""
+        """Start argv in the container (as user, else the image's: root); (chunks of (stdout, stderr), a
+        function giving the exit code after)."""
         try:
-            exec_id = self.api.exec_create(container, argv, stdout=True, stderr=True, tty=tty)["Id"]
+            exec_id = self.api.exec_create(container, argv, stdout=True, stderr=True, tty=tty, user=user)["Id"]
             chunks = self.api.exec_start(exec_id, stream=True, demux=not tty, tty=tty)
         except docker.errors.APIError as exc:
             raise DevenvError(f"cannot run {argv[0]} in the environment on {self.host}: {_explain(exc)}",
@@ -375,8 +416,8 @@ class DockerRuntime:
             # A followed log ends when the container stops, or when the connection drops: tell them apart.
             info = self.find(container)
             if info is not None and info.state == "running":
-                raise ConnectError(f"the connection to {self.host} was lost while following the log "
-                                   "(the environment is still running)",
+                raise ConnectError(f"the connection to {self.host} was lost while following the log"
+                                   f"{self._loss_reason(': ')} (the environment is still running)",
                                    "run `devenv logs HOST -f` again to keep following it")
         except docker.errors.NotFound:
             raise DevenvError(f"the environment's container is gone from {self.host}",
@@ -414,14 +455,24 @@ class DockerRuntime:
                 still_running = bool(self.api.exec_inspect(exec_id).get("Running"))
             except Exception:  # the connection is gone: we cannot know, and say so
                 still_running = None
-        command = " ".join(argv)[:60]
+        command = " ".join(argv)
         state = {True: "it is still running in the environment",
                  False: "it is no longer running in the environment",
                  None: "it may still be running in the environment (the host cannot be asked now)"}[still_running]
-        why = f": {exc}" if exc is not None and str(exc) else ""
-        return ConnectError(f"the connection to {self.host} was lost while `{command}` ran{why}; {state}",
+        why = self._loss_reason(": ") or (f": {exc}" if exc is not None and str(exc) else "")
+        # pkill -xf matches the whole command line exactly: never another process whose line merely holds argv[0]
+        stop = (f"`devenv exec HOST -- pkill -xf {shlex.quote(command)}`" if len(command) <= 200 else
+                "`devenv exec HOST -- kill PID` (its PID from ps)")
+        return ConnectError(f"the connection to {self.host} was lost while `{command[:60]}` ran{why}; "
+                            f"{state}",
                             f"see it with `devenv exec HOST -- ps -ef` (container {container[:12]}); stop it with "
-                            f"`devenv exec HOST -- pkill -f {argv[0]}`; its output from now on is not kept")
+                            f"{stop}; its output from now on is not kept")
+
+    def _loss_reason(self, prefix: str) -> str:
+        """Why the SSH connection under the API was dropped, when devenv's keepalive dropped it."""
+        reason = getattr(self.conn, "loss_reason", None)
+        why = reason() if callable(reason) else None
+        return f"{prefix}{why}" if why else ""
 
     def _lost(self, what: str, exc: BaseException) -> ConnectError:
         why = str(exc) or type(exc).__name__
@@ -441,10 +492,16 @@ def podman_create_spec(req: envspec.ContainerRequest) -> dict:
         "portmappings": [{"host_ip": "127.0.0.1", "host_port": hport, "container_port": cport, "protocol": "tcp"}
                          for cport, hport in req.ports.items()],
         "volumes": [{"Name": vol, "Dest": path} for vol, path in req.volumes.items()],
+        "mounts": [{"destination": target, "type": kind, "source": source if kind == "bind" else "tmpfs",
+                    "options": (["rbind"] if kind == "bind" else []) + (["ro"] if ro else [])}
+                   for kind, source, target, ro in req.mounts],
         "devices": [{"path": name} for name in engines.cdi_device_names(req.gpus)],
         "init": True,
         "restart_policy": "unless-stopped",
     }
+    if req.network:
+        spec["netns"] = {"nsmode": "bridge"}
+        spec["Networks"] = {req.network: {}}
     if req.shm_size:
         spec["shm_size"] = _bytes(req.shm_size)
     if req.ulimits:

@@ -68,6 +68,8 @@ class Traits:
     containers: bool        # environments are containers: image, engine and GPU-access checks, `image build`
     shell_on_host: bool     # `devenv ssh` is the host's own sshd (no sshd of the environment's own)
     down_verb: str          # what `down` did to each item it lists: "Removed container", "Stopped", ...
+    scheduled: bool = False  # environments are scheduler jobs on nodes behind a login node: the monitor
+    #                          watches the nodes of the user's jobs (services/cluster_monitor), not the host
 
 
 @dataclass
@@ -109,6 +111,7 @@ class SshTarget:
 
     port: int | None = None
     host_key: str | None = None
+    user: str = "root"               # who the environment's sshd admits (its own user, else root)
 
     @property
     def on_host(self) -> bool:
@@ -129,13 +132,20 @@ class CommandTarget:
 
 
 class PreflightFailed(DevenvError):
+    """`up`'s check failed: nothing was made (or submitted). Exit 1, or the report's fail_code (2 when the
+    request itself cannot be met)."""
+
     def __init__(self, report: CheckReport):
         failed = report.failed
-        # one failure: what was seen too, so that the one line of the error says it all (the table may be gone)
-        names = f"{failed[0].title} ({failed[0].value})" if len(failed) == 1 else ", ".join(c.title for c in failed)
-        super().__init__(f"{report.host} is not ready for '{report.env}': {names}",
-                         "fix the failed checks above (each shows its remedy), then run `devenv up` again")
+        names = ", ".join(c.title for c in failed)
+        message = f"{report.host} is not ready for '{report.env}': {names}"
+        hint = "fix the failed checks above (each shows its remedy), then run `devenv up` again"
+        if len(failed) == 1:   # one cause: what was seen and its own remedy, so the error's lines say it all
+            message += f" ({failed[0].value})"
+            hint = failed[0].remedy or hint
+        super().__init__(message, hint)
         self.report = report
+        self.exit_code = report.fail_code
 
 
 def no_images(host: HostProfile) -> DevenvError:

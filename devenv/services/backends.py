@@ -50,6 +50,12 @@ def known_traits(host: HostProfile) -> Traits | None:
     return None if host.runtime is RuntimeKind.AUTO else traits_of(host)
 
 
+def on_cluster(host: HostProfile) -> bool:
+    """Does the profile name a cluster whose environments are scheduler jobs (`auto` never is one)?"""
+    traits = known_traits(host)
+    return traits is not None and traits.scheduled
+
+
 def traits_of(host: HostProfile) -> Traits:
     """What the host's kind of environment is like (settle() an `auto` host first)."""
     return _backend(host).traits

@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from devenv.checks import cluster as cc
 from devenv.checks import host as hc
 from devenv.checks.compat_findings import compat_checks
-from devenv.checks.report import PASS, CheckReport, CheckResult
+from devenv.checks.report import FAIL, PASS, CheckReport, CheckResult
 from devenv.cluster import slurm_job, slurm_text
 from devenv.cluster.slurm_job import SlurmSettings
 from devenv.config.profiles import EnvProfile, HostProfile
@@ -57,9 +57,6 @@ def run_cluster_check(conn: Connection, host: HostProfile, env: EnvProfile,
     """Every check for an environment job on the cluster behind `host`'s login node."""
     started = time.perf_counter()
     settings = host.slurm or SlurmSettings()
-    opener = getattr(conn, "open", None)
-    if opener is not None:
-        opener()  # raises ConnectError: nothing else can be checked
     results: list[CheckResult] = []
     emit = on_result or (lambda r: None)
 
@@ -68,6 +65,41 @@ def run_cluster_check(conn: Connection, host: HostProfile, env: EnvProfile,
             results.append(check)
             emit(check)
 
+    out = _login_checks(conn, host, add)
+    if out is None:
+        return CheckReport(host.name, env.name, results, time.perf_counter() - started)
+    request = next(r for r in results if r.id == "slurm.request")
+    pyxis = "pyxis" in out["pyxis"].stdout
+
+    if request.status == "fail":
+        add(cc.judge_containers(None, pyxis), *cc.skipped_node_checks("the job request does not fit (above)"))
+    else:
+        add(*_node_checks(conn, host, env, settings, pyxis))
+    allowed, detail = _forwarding(conn)
+    add(hc.judge_forwarding(allowed, detail))
+    return CheckReport(host.name, env.name, results, time.perf_counter() - started)
+
+
+def run_cluster_preflight(conn: Connection, host: HostProfile, env: EnvProfile) -> CheckReport:
+    """The part of the check `up` runs before it submits: the login node's one batch (Slurm, partitions and
+    their GRES, whether the request fits, the user's limits), no probe job (the environment's own job is the
+    node's test). A request the cluster cannot meet fails with exit 2: the profile asks what is not there."""
+    started = time.perf_counter()
+    results: list[CheckResult] = []
+    _login_checks(conn, host, results.append)
+    report = CheckReport(host.name, env.name, results, time.perf_counter() - started)
+    if any(r.id == "slurm.request" and r.status == FAIL for r in results):
+        report.fail_code = 2
+    return report
+
+
+def _login_checks(conn: Connection, host: HostProfile,
+                  add: Callable[..., None]) -> dict[str, hc.BatchOutput] | None:
+    """The login node's checks, in one round trip; its probe outputs, None when Slurm does not answer."""
+    settings = host.slurm or SlurmSettings()
+    opener = getattr(conn, "open", None)
+    if opener is not None:
+        opener()  # raises ConnectError: nothing else can be checked
     probes = login_probes()
     with ThreadPoolExecutor(max_workers=1) as pool:   # the keepalive round trip overlaps the batch's
         network = pool.submit(measure_latency, conn)
@@ -79,21 +111,13 @@ def run_cluster_check(conn: Connection, host: HostProfile, env: EnvProfile,
     version = slurm_text.parse_version(out["version"].stdout) if out["version"].ok else None
     add(cc.judge_slurm(version, (out["version"].stderr or out["version"].stdout).strip()[:200]))
     if version is None:
-        return CheckReport(host.name, env.name, results, time.perf_counter() - started)
+        return None
     partitions = slurm_text.summarize_partitions(slurm_text.parse_records(out["partitions"].stdout),
                                                  slurm_text.parse_records(out["nodes"].stdout))
-    add(*cc.judge_partitions(partitions, settings))
+    for check in cc.judge_partitions(partitions, settings):
+        add(check)
     add(cc.judge_limits(*parse_limits(out["limits"])))
-    request = next(r for r in results if r.id == "slurm.request")
-    pyxis = "pyxis" in out["pyxis"].stdout
-
-    if request.status == "fail":
-        add(cc.judge_containers(None, pyxis), *cc.skipped_node_checks("the job request does not fit (above)"))
-    else:
-        add(*_node_checks(conn, host, env, settings, pyxis))
-    allowed, detail = _forwarding(conn)
-    add(hc.judge_forwarding(allowed, detail))
-    return CheckReport(host.name, env.name, results, time.perf_counter() - started)
+    return out
 
 
 def _node_checks(conn: Connection, host: HostProfile, env: EnvProfile, settings: SlurmSettings,

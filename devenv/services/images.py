@@ -6,7 +6,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from devenv.config.profiles import EnvProfile
-from devenv.env import image_context
+from devenv.env import image_context, project_context
 from devenv.env.image_context import BuildInputs
 from devenv.env.info import ImageInfo, ProgressEvent
 
@@ -20,9 +20,14 @@ def ensure_image(runtime: DockerRuntime, env: EnvProfile, inputs: BuildInputs, p
                  step: Callable[[str], None] = lambda text: None) -> tuple[ImageInfo, str]:
     """(the image, how it got there: "present" | "built" | "pulled")."""
     info = runtime.image(env.image)
-    if info is not None:
+    if info is not None and is_current(info, env):
         return info, "present"
     if env.build is not None:
+        if info is not None:
+            step(f"{env.image} on {runtime.host} was built without the profile's pip/apt/user as they are now: "
+                 "rebuilding it")
+        if env.project_build is not None:
+            ensure_project_base(runtime, env, progress, step)
         step(f"Building {env.image} on {runtime.host} (first time: several minutes; later builds reuse steps)")
         if inputs.context_dir is not None:
             step(f"Build context: {image_context.context_root(env, inputs)} (DEVENV_BUILD_CONTEXT)")
@@ -31,11 +36,43 @@ def ensure_image(runtime: DockerRuntime, env: EnvProfile, inputs: BuildInputs, p
     return runtime.pull(env.image, progress), "pulled"
 
 
+def is_current(info: ImageInfo, env: EnvProfile) -> bool:
+    """The image holds what the profile bakes in now (its pip/apt/user content label matches); a pulled one is
+    what it is."""
+    return env.build is None or info.labels.get(image_context.CONTENT_LABEL, "") == image_context.content_hash(env)
+
+
+def ensure_project_base(runtime: DockerRuntime, env: EnvProfile, progress: Progress,
+                        step: Callable[[str], None] = lambda text: None) -> ImageInfo:
+    """The project's own image (devcontainer.json's build), built from the project folder unless present."""
+    build = env.project_build
+    assert build is not None
+    info = runtime.image(build.tag)
+    if info is not None:
+        return info
+    pc = project_context.of_build(build)
+    step(f"Building the project's image {build.tag} from {pc.dockerfile.relative_to(pc.root)} on {runtime.host}")
+    step(f"Build context: {pc.context} ({pc.files} files, {pc.size_bytes / 1e6:.1f} MB; inside the project "
+         f"folder {pc.root}, .dockerignore honoured, links sent as links)")
+    context, dockerfile = project_context.make_tar(pc)
+    try:
+        return runtime.build(context, dockerfile, build.tag, dict(build.args), progress,
+                             labels={"org.devenv.env": env.name, "org.devenv.role": "project-base"},
+                             target=build.target)
+    finally:
+        context.close()
+
+
 def build_image(runtime: DockerRuntime, env: EnvProfile, inputs: BuildInputs, progress: Progress) -> ImageInfo:
     """Build env.image on the host from the bundled Dockerfile; BuildFailed names the failing step."""
+    if env.project_build is not None:
+        ensure_project_base(runtime, env, progress)
     context, dockerfile, _size = image_context.make_context(env, inputs)
+    labels = {"org.devenv.env": env.name}
+    if image_context.content_hash(env):
+        labels[image_context.CONTENT_LABEL] = image_context.content_hash(env)
     try:
         return runtime.build(context, dockerfile, env.image, image_context.build_args(env, inputs), progress,
-                             labels={"org.devenv.env": env.name})
+                             labels=labels)
     finally:
         context.close()

@@ -30,6 +30,7 @@ class Probe:
     ok: bool
     text: str              # the probe's report, e.g. "jupyter ok: ...\nsshd down: ..."
     stopped: str | None = None   # set when the environment is no longer running: no point waiting
+    down: tuple[str, ...] = ()   # the services that did not answer, where the probe names them
 
 
 class NotReady(DevenvError):
@@ -46,9 +47,10 @@ class NotReady(DevenvError):
 
 
 def wait_ready(probe: Callable[[], Probe], logs: Callable[[], list[str]], *, host: str,
-               timeout: float = READY_TIMEOUT, interval: float = 0.25,
+               timeout: float = READY_TIMEOUT, interval: float = 0.25, steady_for: float = 0.0,
                on_wait: Callable[[float, Probe], None] | None = None) -> float:
-    """Poll probe until it is ok; seconds waited. NotReady (with the logs) past timeout or if it stopped."""
+    """Poll probe until it is ok; seconds waited. NotReady (with the logs) past timeout or if it stopped.
+    Polls every interval for the first steady_for seconds, then ever less often (at most every 2 s)."""
     started = time.monotonic()
     while True:
         result = probe()
@@ -60,4 +62,5 @@ def wait_ready(probe: Callable[[], Probe], logs: Callable[[], list[str]], *, hos
         if on_wait is not None:
             on_wait(waited, result)
         # Quick polls while a fresh Jupyter starts (seconds), slower ones for a slow host, never past timeout.
-        time.sleep(min(interval * (1 + waited / 5), 2.0, max(0.05, timeout - waited)))
+        slower = max(0.0, waited - steady_for) / 5
+        time.sleep(min(interval * (1 + slower), 2.0, max(0.05, timeout - waited)))

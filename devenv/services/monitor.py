@@ -33,6 +33,7 @@ from devenv.gpu.sample import (
     GpuSample,
     HostStats,
     ProcessSample,
+    apps_pids_script,
     apps_query_command,
     cpu_busy_pct,
     gpu_query_command,
@@ -44,13 +45,42 @@ from devenv.gpu.sample import (
 )
 from devenv.remote.base import Connection, Result
 
-# Host states, in the words the UI shows.
-CONNECTING, OK, NO_GPU, RECONNECTING, ERROR, STOPPED = (
-    "connecting", "ok", "no-gpu", "reconnecting", "error", "stopped")
+# Host states, in the words the UI shows (no-job: a Slurm cluster where none of the user's devenv jobs runs).
+CONNECTING, OK, NO_GPU, RECONNECTING, ERROR, STOPPED, NO_JOB = (
+    "connecting", "ok", "no-gpu", "reconnecting", "error", "stopped", "no-job")
 
 
 class NoGpu(DevenvError):
     """nvidia-smi is missing or sees no GPU: an honest state of the host, not a connection problem."""
+
+
+@dataclass(frozen=True)
+class JobPlace:
+    """Where a monitored "host" is when it is one node of a Slurm job: the snapshots of one job's nodes share
+    cluster and job_id, which is how every front end groups them (services/cluster_monitor finds them)."""
+
+    cluster: str
+    job_id: str
+    job_name: str
+    node: str
+    nodes: tuple[str, ...] = ()     # every node of the job
+    env: str | None = None          # the devenv environment the job runs, when it is one
+    time_left: str | None = None
+
+    @property
+    def name(self) -> str:
+        """The monitor's name for this node: cluster/job-J/node."""
+        return f"{self.cluster}/job-{self.job_id}/{self.node}"
+
+    def describe(self) -> str:
+        what = f"env {self.env}" if self.env else self.job_name
+        left = f", {self.time_left} left" if self.time_left else ""
+        return (f"Slurm job {self.job_id} ({what}{left}) on {self.cluster}: node {self.node}"
+                + (f" of {', '.join(self.nodes)}" if len(self.nodes) > 1 else ""))
+
+    def to_dict(self) -> dict:
+        return {"cluster": self.cluster, "job_id": self.job_id, "job_name": self.job_name, "node": self.node,
+                "nodes": list(self.nodes), "env": self.env, "time_left": self.time_left}
 
 
 @dataclass(frozen=True)
@@ -76,6 +106,7 @@ class HostSnapshot:
     fields_missing: tuple[str, ...] = ()
     login_user: str | None = None   # who the process stream runs as: other users' processes are marked
     host_stats: HostStats | None = None   # the host line: CPU, memory, load, disk of the workspaces
+    job: JobPlace | None = None           # a node of a Slurm job: which job, which node
 
     @property
     def driver_version(self) -> str | None:
@@ -100,6 +131,7 @@ class HostSnapshot:
             "gaps": [g.to_dict() for g in self.gaps], "fields_missing": list(self.fields_missing),
             "login_user": self.login_user,
             "host_stats": self.host_stats.to_dict() if self.host_stats else None,
+            "job": self.job.to_dict() if self.job else None,
         }
         if with_history:
             data["history"] = {str(i): [p.to_dict() for p in pts] for i, pts in self.history.items()}
@@ -118,15 +150,7 @@ while :; do
   echo "{APPS_BEGIN} $?"
   echo "@me ${{USER:-$(id -un)}}"
   [ -n "$out" ] && printf '%s\\n' "$out"
-  pids= uuids=
-  while IFS=, read -r pid rest; do
-    case $pid in ''|*[!0-9]*) continue ;; esac
-    pids="${{pids:+$pids }}$pid"
-    u=${{rest##*,}}; u=${{u# }}
-    case $u in GPU-*) case ",$uuids," in *",$u,"*) ;; *) uuids="${{uuids:+$uuids,}}$u" ;; esac ;; esac
-  done <<DEVENV_EOF
-$out
-DEVENV_EOF
+{apps_pids_script("  ", uuids=True)}
   if [ -n "$pids" ]; then
     ps -ww -o pid=,user:32=,pcpu=,rss=,etimes=,args= -p "$pids" 2>/dev/null |
       while read -r p u c r e a; do echo "@ps $p $u $c $r $e $a"; done
@@ -219,8 +243,14 @@ def container_names(conn: Connection, timeout: float = 15) -> dict[str, str]:
 
 
 def sample_once(conn: Connection, *, nvidia_smi: str = "nvidia-smi", timeout: float = 30,
-                clock: Callable[[], float] = time.time) -> HostSnapshot:
-    """One look at a host (for `devenv monitor --once`): GPUs, processes with users and containers."""
+                clock: Callable[[], float] = time.time, place: JobPlace | None = None) -> HostSnapshot:
+    """One look at a host (for `devenv monitor --once`): GPUs, processes with users and containers.
+    place: the Slurm job node conn reaches (a schedulers.slurm_step.StepConnection), kept in the snapshot."""
+    snap = _sample_once(conn, nvidia_smi, timeout, clock)
+    return replace(snap, job=place) if place is not None else snap
+
+
+def _sample_once(conn: Connection, nvidia_smi: str, timeout: float, clock: Callable[[], float]) -> HostSnapshot:
     host = conn.name
     try:
         fields, gpus = negotiate_fields(conn, nvidia_smi, timeout, clock)
@@ -264,8 +294,10 @@ class HostSampler:
     def __init__(self, host: str, conn_factory: Callable[[], Connection], *, interval: float = 1.0,
                  process_interval: float = 5.0, history: int = 300, nvidia_smi: str = "nvidia-smi",
                  stall_after: float | None = None, backoff_initial: float = 1.0, backoff_max: float = 30.0,
-                 no_gpu_retry: float = 60.0, clock: Callable[[], float] = time.time):
+                 no_gpu_retry: float = 60.0, clock: Callable[[], float] = time.time,
+                 place: JobPlace | None = None):
         self.host = host
+        self.place = place          # a node of a Slurm job (conn_factory gives a StepConnection to it)
         self.interval = interval
         self.process_interval = process_interval
         self.nvidia_smi = nvidia_smi
@@ -505,7 +537,7 @@ class HostSampler:
             sm_error=self._sm_error,
             gaps=tuple(self._gaps), last_sample_t=self._last_sample_t, samples=self._samples,
             reconnects=self._reconnects, next_retry_t=self._next_retry_t, fields_missing=missing,
-            login_user=self._login_user, host_stats=self._host_stats,
+            login_user=self._login_user, host_stats=self._host_stats, job=self.place,
         )
 
 

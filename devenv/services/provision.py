@@ -10,8 +10,10 @@ The runtime (devenv.runtimes.docker_runtime.DockerRuntime) is passed in; this mo
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Iterator
+from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
 from devenv import __version__
@@ -19,10 +21,18 @@ from devenv.config.profiles import EnvProfile, HostProfile
 from devenv.env import spec as envspec
 from devenv.env import state as envstate
 from devenv.env.image_context import BuildInputs
-from devenv.env.info import EnvStatus, ImageInfo, LimitRefused, PortInUse, ProgressEvent, status_from_container
+from devenv.env.info import (
+    ContainerInfo,
+    EnvStatus,
+    ImageInfo,
+    LimitRefused,
+    PortInUse,
+    ProgressEvent,
+    status_from_container,
+)
 from devenv.errors import DevenvError
 from devenv.gpu import choose as gpu_choose
-from devenv.services import images, jupyter
+from devenv.services import images, jupyter, readiness
 from devenv.services.backend import (
     Check,
     CommandTarget,
@@ -45,6 +55,17 @@ if TYPE_CHECKING:
 
 AUTHORIZED_KEYS_FILE = "/etc/devenv/authorized_keys"
 HOST_KEY_FILE = "/etc/ssh/ssh_host_ed25519_key.pub"
+PROBE_INTERVAL = 0.2       # s between readiness probes: each is one channel on the open connection, no process
+STEADY_POLLING_S = 30.0    # ... for this long, then ever less often (a slow host)
+REPAIR_GRACE_S = 3.0       # a running environment's services may be down this long before `up` repairs them
+STARTING_S = 20.0          # a container younger than this is starting: its services get until then
+SSHD_RESTART_S = 10.0      # how long sshd started again may take before the container is restarted instead
+STOP_TIMEOUT_S = 5         # a hung Jupyter ignores SIGTERM: KILL after this
+# The entrypoint's sshd supervisor, started again (the old one is gone if sshd stayed down past the grace).
+RESTART_SSHD = ("command -v sshd >/dev/null 2>&1 || [ -x /usr/sbin/sshd ] || exit 3; mkdir -p /run/sshd; "
+                "/usr/sbin/sshd -t || exit 4; "
+                "(while :; do /usr/sbin/sshd -D -e || true; echo 'devenv: sshd exited; restarting it' >&2; sleep 1; "
+                "done) </dev/null >/proc/1/fd/1 2>/proc/1/fd/2 & exit 0")
 
 
 class Provisioner:
@@ -59,6 +80,7 @@ class Provisioner:
         self.check = check            # the preflight; None: `up` checks nothing
         self.owner = owner or envspec.owner()
         self.conn = conn              # the host's own connection (commands on the host, beside the engine's)
+        self._ports_unreachable = False   # sshd refuses TCP forwarding: readiness is asked from inside
 
     @classmethod
     def open(cls, host: HostProfile, conn: Connection, check: Check | None = None) -> Provisioner:
@@ -87,16 +109,23 @@ class Provisioner:
                               f"(owner {squatter.labels.get(envspec.OWNER) or 'unknown'})",
                               f"remove or rename it (docker rm -f {name}), or set DEVENV_OWNER to use other names")
 
-        # Fast path: a running environment whose spec still matches needs no check and no image work.
+        # Fast path: a running environment whose spec still matches needs no check and no image work; a
+        # service that died inside it is brought back (_revive).
         if existing is not None and existing.state == "running":
             image = self.runtime.image(env.image)
             spec = envspec.desired_spec(env, image.id if image else existing.image_id, key_fingerprint)
-            if existing.labels.get(envspec.SPEC_HASH) == envspec.spec_hash(spec):
+            # an image built before the profile's pip/apt/user changed is rebuilt below, not reattached to
+            current = image is None or images.is_current(image, env)
+            if current and existing.labels.get(envspec.SPEC_HASH) == envspec.spec_hash(spec):
                 token = self._token_of(env, existing.id) if env.jupyter else None
-                self._wait(env, existing.id, options, events)
-                return self._result(env, existing.id, "reattached", token, started, "present")
+                repair = self._revive(env, existing, public_key, options, events)
+                result = self._result(env, existing.id, "repaired" if repair else "reattached", token, started,
+                                      "present")
+                result.notes.extend([repair] if repair else [])
+                return result
 
         preflight(self.check, self.host, env, events)
+        self._check_binds(env, events)   # before any image work: a refused mount fails in seconds
 
         image, image_action = images.ensure_image(self.runtime, env, options.build_inputs, events.progress,
                                                   events.step)
@@ -116,9 +145,12 @@ class Provisioner:
                     self._wait(env, existing.id, options, events)
                     return self._result(env, existing.id, "started", token, started, image_action)
             elif same:  # running and the same after all (its image was rebuilt back meanwhile): reattach
-                self._wait(env, existing.id, options, events)
                 token = self._token_of(env, existing.id) if env.jupyter else None
-                return self._result(env, existing.id, "reattached", token, started, image_action)
+                repair = self._revive(env, existing, public_key, options, events)
+                result = self._result(env, existing.id, "repaired" if repair else "reattached", token, started,
+                                      image_action)
+                result.notes.extend([repair] if repair else [])
+                return result
         if existing is not None:
             diff = envspec.diff_specs(envspec.spec_from_labels(existing.labels), spec)
             question = (f"The environment '{env.name}' on {self.host.name} was made from another spec. "
@@ -132,6 +164,7 @@ class Provisioner:
             self.runtime.remove(existing.id)
             action = "recreated"
 
+        network = self._ensure_network(env.name, events)
         volumes: dict[str, str] = {}
         for role in spec["volumes"]:
             # the volume this environment already has (found by its labels: a workspace made under an older
@@ -142,11 +175,37 @@ class Provisioner:
             if self.runtime.ensure_volume(volumes[role], self._volume_labels(env.name, role)):
                 events.step(f"Created volume {volumes[role]}")
         chosen = self._pick_gpus(spec, options, events)
-        container, token, notes = self._create_and_start(env, spec, public_key, events, chosen, volumes)
+        container, token, notes = self._create_and_start(env, spec, public_key, events, chosen, volumes, network)
         self._wait(env, container, options, events)
         result = self._result(env, container, action, token, started, image_action)
         result.notes.extend(notes)
         return result
+
+    def _check_binds(self, env: EnvProfile, events: Events) -> None:
+        """Each bind mount's host path, as the host resolves it (links followed), must exist and pass the same
+        rules as its text: a link under /data must not lead to /etc."""
+        from devenv.env.devcontainer import bind_source_problem
+
+        binds = [m for m in env.mounts if m.type == "bind"]
+        if not binds:
+            return
+        if self.conn is None:
+            raise DevenvError("internal: bind mounts need the host's connection", "report this bug")
+        import shlex
+
+        for mount in binds:
+            result = self.conn.run(f"realpath -e -- {shlex.quote(mount.source)}", timeout=30)
+            real = result.stdout.strip()
+            if result.exit_code != 0 or not real:
+                raise DevenvError(f"mount {mount.source} -> {mount.target}: {mount.source} does not exist on "
+                                  f"{self.host.name}", f"make it there (ssh {self.host.name} mkdir -p "
+                                  f"{shlex.quote(mount.source)}), or remove the mount from devcontainer.json")
+            problem = bind_source_problem(real)
+            if problem:
+                raise DevenvError(f"mount {mount.source} -> {mount.target}: refused: on {self.host.name} it is "
+                                  f"{real}, and the host path {problem}", "bind a data folder of the host")
+            events.step(f"Mounting {self.host.name}:{real} at {mount.target}" + (" (read-only)" if mount.readonly
+                                                                                 else ""))
 
     def _pick_gpus(self, spec: dict, options: UpOptions, events: Events) -> str | None:
         count = gpu_choose.count_of(str(spec["gpus"]))
@@ -159,8 +218,19 @@ class Provisioner:
         events.step(f"Picked GPU {chosen} ({gpu_choose.describe_ask(str(spec['gpus']))})")
         return chosen
 
+    def _ensure_network(self, env_name: str, events: Events) -> str:
+        """The environment's own bridge network (found by its labels, else made): only the published ports
+        reach its services, never a container on another network."""
+        labels = self._volume_labels(env_name, "network")
+        mine = self.runtime.list_networks({k: labels[k] for k in (envspec.MANAGED, envspec.OWNER, envspec.ENV)})
+        name = mine[0] if mine else envspec.network_name(self.owner, env_name)
+        if self.runtime.ensure_network(name, labels):
+            events.step(f"Created network {name}")
+        return name
+
     def _create_and_start(self, env: EnvProfile, spec: dict, public_key: str, events: Events,
-                          chosen_gpus: str | None = None, volumes: dict[str, str] | None = None):
+                          chosen_gpus: str | None = None, volumes: dict[str, str] | None = None,
+                          network: str | None = None):
         """Create and start. A taken preferred port is replaced by a free one, a ulimit the host refuses is
         dropped; both are said in the result's notes."""
         any_port: set[str] = set()
@@ -169,7 +239,7 @@ class Provisioner:
                             f"started without it" for name in sorted(refused)]
         while True:
             request = envspec.container_request(spec, self.owner, self.host.name, __version__, any_port,
-                                                chosen_gpus, volumes)
+                                                chosen_gpus, volumes, network)
             for name in refused:
                 request.ulimits.pop(name, None)
             events.step(f"Creating container {request.name}")
@@ -217,25 +287,96 @@ class Provisioner:
         self.runtime.start(container)
         return token
 
-    def _wait(self, env: EnvProfile, container: str, options: UpOptions, events: Events) -> float:
-        services = [s if s != "ssh" else "sshd" for s in envspec.services(env)]
+    def _wait(self, env: EnvProfile, container: str, options: UpOptions, events: Events,
+              timeout: float | None = None, say: bool = True) -> float:
+        """Until every service of the environment answers (NotReady past the timeout, or once it stops)."""
+        services = _services(env)
         if not services:
             return 0.0
+        timeout = options.ready_timeout if timeout is None else timeout
+        if say:
+            events.step(f"Waiting for {' and '.join(services)} (at most {timeout:.0f} s)")
+        answered: dict[str, str] = {}
+        return jupyter.wait_ready(lambda: self._probe(container, services, answered),
+                                  lambda: list(self.runtime.logs(container, tail=30)),
+                                  host=self.host.name, timeout=timeout, interval=PROBE_INTERVAL,
+                                  steady_for=STEADY_POLLING_S, on_wait=events.waiting)
 
-        def probe() -> jupyter.Probe:
-            info = self.runtime.find(container)
-            if info is None or info.state not in ("running",):
-                state = info.state if info else "removed"
-                detail = f" (exit code {info.exit_code})" if info and info.state == "exited" else ""
-                if info is not None and info.state == "restarting":
-                    detail = f" (crashed and restarting, {info.restart_count} restarts)"
-                return jupyter.Probe(False, "", stopped=f"the container is {state}{detail}")
-            code, out, err = self.runtime.exec(container, ["devenv-ready", *services])
-            return jupyter.Probe(code == 0, (out + err).strip())
+    def _probe(self, container: str, services: list[str], answered: dict[str, str] | None = None) -> jupyter.Probe:
+        """One look: is the container running, and do its services answer on the ports it publishes? A service
+        in answered (what it said) is not asked again: each probe of sshd is a line pair in the environment's
+        log ("Connection closed by ..."), which a wait of 0.2 s polls would fill with them."""
+        answered = {} if answered is None else answered
+        info = self.runtime.find(container)
+        if info is None or info.state not in ("running",):
+            state = info.state if info else "removed"
+            detail = f" (exit code {info.exit_code})" if info and info.state == "exited" else ""
+            if info is not None and info.state == "restarting":
+                detail = f" (crashed and restarting, {info.restart_count} restarts)"
+            return jupyter.Probe(False, "", stopped=f"the container is {state}{detail}")
+        asked = [name for name in services if name not in answered]
+        probe = None
+        if self.conn is not None and not self._ports_unreachable:
+            ports = status_from_container(info, self.host.name).ports
+            try:
+                probe = readiness.probe_ports(self.conn, ports, asked)
+            except readiness.CannotProbe:  # sshd refuses TCP forwarding: ask from inside, as before
+                self._ports_unreachable = True
+        if probe is None:
+            code, out, err = self.runtime.exec(container, ["devenv-ready", *asked])
+            probe = jupyter.Probe(code == 0, (out + err).strip())
+        for line in probe.text.splitlines():
+            name, _, said = line.partition(" ")
+            if name in asked and said.startswith("ok"):
+                answered[name] = line
+        down = tuple(name for name in services if name not in answered)
+        text = "\n".join([answered[name] for name in services if name in answered]
+                         + [line for line in probe.text.splitlines() if line.partition(" ")[0] not in answered])
+        return jupyter.Probe(not down, text, down=down)
 
-        events.step(f"Waiting for {' and '.join(services)} (at most {options.ready_timeout:.0f} s)")
-        return jupyter.wait_ready(probe, lambda: list(self.runtime.logs(container, tail=30)),
-                                  host=self.host.name, timeout=options.ready_timeout, on_wait=events.waiting)
+    def _revive(self, env: EnvProfile, info: ContainerInfo, public_key: str, options: UpOptions,
+                events: Events) -> str | None:
+        """A running environment whose services do not answer is repaired, not waited on: after a short grace
+        (sshd's supervisor restarts it within a second; a fresh start gets until STARTING_S of its age), sshd
+        alone is started again (Jupyter and its kernels live on), else the container is restarted. What was
+        done, for the result's notes; None when everything answered."""
+        services = _services(env)
+        if not services:
+            return None
+        first = self._probe(info.id, services)
+        if first.ok:
+            return None
+        grace = min(max(REPAIR_GRACE_S, STARTING_S - _age_s(info.started_at)), options.ready_timeout)
+        down = readiness.down_of(first)
+        events.step(f"'{env.name}' is running but {', '.join(down) or 'a service'} does not answer; "
+                    f"giving it {grace:.0f} s")
+        try:
+            self._wait(env, info.id, options, events, timeout=grace, say=False)
+            return None
+        except jupyter.NotReady as exc:
+            if exc.last.stopped is not None:  # it stopped meanwhile (or crash-loops): its log says why
+                raise
+            last = exc.last
+        down = readiness.down_of(last)
+        said = ", ".join(f"{name} not answering" for name in down) or "not answering"
+        if down == ("sshd",) and self._restart_sshd(info.id):
+            events.step(f"sshd in '{env.name}' did not answer; started it again")
+            try:
+                self._wait(env, info.id, options, events, timeout=min(SSHD_RESTART_S, options.ready_timeout))
+                return f"sshd in '{env.name}' did not answer; devenv started it again"
+            except jupyter.NotReady:
+                pass
+        events.step(f"'{env.name}' is running but {said}; restarting its container (the workspace is kept)")
+        self.runtime.stop(info.id, timeout=STOP_TIMEOUT_S)
+        self._start(env, info.id, public_key, events)
+        self._wait(env, info.id, options, events)
+        return f"'{env.name}' was running but {said}; devenv restarted its container"
+
+    def _restart_sshd(self, container: str) -> bool:
+        """sshd started again inside, under the same supervision as the entrypoint's, logging to the container's
+        output (PID 1's). False when the image has no sshd or its config is broken."""
+        code, _, _ = self.runtime.exec(container, ["sh", "-c", RESTART_SSHD])
+        return code == 0
 
     def _token_of(self, env: EnvProfile, container: str) -> str | None:
         """The environment's token: the laptop's cache if it belongs to this container, else the host's file."""
@@ -255,8 +396,12 @@ class Provisioner:
         status = status_from_container(info, self.host.name)
         host_key = None
         if env.sshd:
-            data = self.runtime.read_file(container, HOST_KEY_FILE)
-            host_key = " ".join(data.decode().split()[:2]) if data else None
+            # made at the container's first start and kept with it: the cache holds it once it was read
+            cached = envstate.load(self.host.name, env.name)
+            host_key = cached.get("host_key") if cached.get("container") == container else None
+            if not host_key:
+                data = self.runtime.read_file(container, HOST_KEY_FILE)
+                host_key = " ".join(data.decode().split()[:2]) if data else None
         envstate.update(self.host.name, env.name, container=container, token=token, ports=status.ports,
                         host_key=host_key, spec_hash=status.spec_hash, owner=self.owner)
         return UpResult(status, action, token, host_key, image_action, time.monotonic() - started)
@@ -296,6 +441,11 @@ class Provisioner:
             self.runtime.stop(current.container, timeout=10)
             self.runtime.remove(current.container)
             removed["containers"].append(current.name)
+        # its network too (a container is what holds one; one left by an interrupted `up` goes as well)
+        for network in self.runtime.list_networks({envspec.MANAGED: "1", envspec.OWNER: self.owner,
+                                                   envspec.ENV: env_name}):
+            if self.runtime.remove_network(network):
+                removed.setdefault("networks", []).append(network)
         if purge:
             for volume in self.volumes(env_name):
                 if self.runtime.remove_volume(volume):
@@ -312,12 +462,15 @@ class Provisioner:
         return current.container
 
     def running_container_of(self, env_name: str) -> str:
+        return self._running(env_name).container or ""
+
+    def _running(self, env_name: str) -> EnvStatus:
         current = self.find(env_name)
-        if current is None or not current.running:
+        if current is None or not current.running or not current.container:
             state = current.state if current else "absent"
             raise DevenvError(f"the environment '{env_name}' on {self.host.name} is {state}",
                               f"start it with `devenv up {self.host.name} --env {env_name}`")
-        return current.container
+        return current
 
     def jupyter_access(self, env_name: str) -> JupyterAccess:
         """(the running environment, its Jupyter token), the token read back from the host if not cached."""
@@ -349,15 +502,21 @@ class Provisioner:
         if not data:
             raise DevenvError(f"the environment '{env_name}' on {self.host.name} has no sshd host key yet",
                               "wait until `devenv up` reports it ready, then try again")
-        return SshTarget(current.ports["ssh"], " ".join(data.decode().split()[:2]))
+        return SshTarget(current.ports["ssh"], " ".join(data.decode().split()[:2]), envspec.user_of(current.spec))
 
     def logs(self, env_name: str, tail: int | str = 200, follow: bool = False) -> Iterator[str]:
         """The environment's log lines (Jupyter and sshd write to the container's output)."""
         return self.runtime.logs(self.container_of(env_name), tail=tail, follow=follow)
 
     def exec(self, env_name: str, argv: list[str]) -> ExecStream:
-        """(chunks of (stdout, stderr) bytes, a function giving the exit code once they are read)."""
-        return self.runtime.exec_stream(self.running_container_of(env_name), argv)
+        """(chunks of (stdout, stderr) bytes, a function giving the exit code once they are read), run as the
+        environment's user (its spec says which; root unless it has its own)."""
+        current = self._running(env_name)
+        container = current.container or ""
+        user = envspec.user_of(current.spec)
+        if user == "root":
+            return self.runtime.exec_stream(container, argv)
+        return self.runtime.exec_stream(container, argv, user=user)
 
     def build_image(self, env: EnvProfile, inputs: BuildInputs,
                     progress: Callable[[ProgressEvent], None]) -> ImageInfo:
@@ -380,3 +539,18 @@ class Provisioner:
             among = gpu_choose.indices_of(spec_gpus)
         return CommandTarget(ContainerConnection(self.runtime, container, self.host.name), "python3",
                              f"environment '{env_name}'", self.conn, container, among)
+
+
+def _services(env: EnvProfile) -> list[str]:
+    """The services the environment runs, as probes name them ("jupyter", "sshd")."""
+    return [readiness.SERVICE_OF[name] for name in envspec.services(env)]
+
+
+def _age_s(started_at: str) -> float:
+    """Seconds since Docker's State.StartedAt ("2026-12-01T10:00:00.123456789Z"); large when unreadable."""
+    found = re.match(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(\.\d+)?(Z|[+-]\d\d:\d\d)?$", started_at.strip())
+    if found is None:
+        return float("inf")
+    zone = found[3] if found[3] and found[3] != "Z" else "+00:00"
+    when = datetime.fromisoformat(found[1] + (found[2] or "")[:7] + zone)  # Python 3.10 reads 6 digits at most
+    return (datetime.now(timezone.utc) - when).total_seconds()

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from functools import cached_property
@@ -23,8 +24,8 @@ from devenv.checks.report import CheckReport, CheckResult
 from devenv.config import hostref, profiles
 from devenv.config.profiles import EnvProfile, HostProfile
 from devenv.env.image_context import BuildInputs
-from devenv.env.info import ImageInfo, ProgressEvent
-from devenv.env.spec import CONTAINER_PORTS
+from devenv.env.info import EnvStatus, ImageInfo, ProgressEvent
+from devenv.env.spec import CONTAINER_PORTS, user_of
 from devenv.remote.base import Connection
 from devenv.services import jupyter
 from devenv.services.backend import (
@@ -65,6 +66,7 @@ class EnvSession:
         self._env_name = env_name
         self._backend: EnvironmentBackend | None = None
         self._allow_busy = False          # the preflight of this `up`: busy GPUs allowed
+        self._early_check: _Background | None = None   # the preflight, started before `up` asked for it
 
     # --- what the session resolves, each when first asked -------------------------------------------------
 
@@ -103,7 +105,7 @@ class EnvSession:
 
     def check(self, on_result: Callable[[CheckResult], None] | None = None) -> CheckReport:
         """Every check of `devenv check` for this host and environment (a Slurm cluster's: services/cluster_check)."""
-        if self.profile.runtime == "slurm":
+        if self.traits.scheduled:
             from devenv.services.cluster_check import run_cluster_check
 
             return run_cluster_check(self.conn, self.profile, self.env, on_result)
@@ -112,9 +114,34 @@ class EnvSession:
         return run_check(self.conn, self.profile, self.env, on_result)
 
     def _preflight(self, env: EnvProfile) -> CheckReport:
+        """The check `up` runs before it makes anything (the one started early, when it was)."""
+        early, self._early_check = self._early_check, None
+        if early is not None and early.env == env:
+            return early.result()
+        return self._run_preflight(env, self.host, self._allow_busy)
+
+    def _run_preflight(self, env: EnvProfile, host: HostProfile, allow_busy: bool) -> CheckReport:
+        """On a Slurm cluster the login node's part of the cluster check (partitions, GRES, the request,
+        limits), else the host's."""
+        if traits_of(host).scheduled:
+            from devenv.services.cluster_check import run_cluster_preflight
+
+            return run_cluster_preflight(self.conn, host, env)
         from devenv.services.preflight import run_check
 
-        return run_check(self.conn, self.host, env, allow_busy=self._allow_busy)
+        return run_check(self.conn, host, env, allow_busy=allow_busy)
+
+    def _start_check_early(self) -> None:
+        """When this laptop knows of no such environment on the host (never made here, or `down` since), `up`
+        will most likely make one and check the host first: start that check now, so that it overlaps the
+        connection to the engine and the lookups instead of following them. A guess: if the host has the
+        environment after all, nothing waits for the check and its answer is dropped."""
+        from devenv.env import state as envstate
+
+        if not self.traits.containers or envstate.load(self.profile.name, self.env.name).get("container"):
+            return  # only container environments were measured to gain (a job's state names no container)
+        host, env, allow_busy = self.host, self.env, self._allow_busy
+        self._early_check = _Background(env, lambda: self._run_preflight(env, host, allow_busy))
 
     def up(self, options: UpOptions | None = None) -> UpResult:
         """Make or reattach the environment; its ssh entry is written when it runs its own sshd."""
@@ -131,11 +158,13 @@ class EnvSession:
             options = replace(options, pick_gpus=gpu_picker(self.conn, self.profile.name,
                                                             allow_busy=options.allow_busy, on_note=self.events.step))
         self._allow_busy = options.allow_busy
+        self._start_check_early()
         result = self.backend.up(self.env, key, events=self.events, options=options)
         if key and self.env.sshd and result.host_key and "ssh" in result.status.ports:
             from devenv.services.ssh_entry import write_env_entry
 
-            write_env_entry(self.host, self.env.name, result.status.ports["ssh"], result.host_key, key.private_path)
+            write_env_entry(self.host, self.env.name, result.status.ports["ssh"], result.host_key, key.private_path,
+                            user_of(result.status.spec))
         return result
 
     def jupyter_of(self, result: UpResult) -> JupyterAccess | None:
@@ -191,8 +220,16 @@ class EnvSession:
         from devenv.services.ssh_entry import entry_text, write_env_entry
 
         key = ensure_key()
-        alias = write_env_entry(self.host, self.env.name, target.port, target.host_key, key.private_path)
-        return alias, entry_text(self.host, self.env.name, target.port, key.private_path)[1]
+        alias = write_env_entry(self.host, self.env.name, target.port, target.host_key, key.private_path,
+                                target.user)
+        return alias, entry_text(self.host, self.env.name, target.port, key.private_path, target.user)[1]
+
+    def with_answers(self, statuses: list[EnvStatus]) -> list[EnvStatus]:
+        """The statuses, each running one with what its services said when probed on the ports the host
+        publishes (EnvStatus.answers; left empty where this connection cannot reach them)."""
+        from devenv.services import readiness
+
+        return [replace(status, answers=readiness.answers_of(self.conn, status)) for status in statuses]
 
     def command_target(self, on_host: bool = False, host_if_no_env: bool = False) -> CommandTarget:
         """Where a program runs with the environment's python (on_host: the host's own python, always;
@@ -204,6 +241,31 @@ class EnvSession:
     def build_image(self, inputs: BuildInputs, progress: Callable[[ProgressEvent], None]) -> ImageInfo:
         """The environment's image, built on the host from the bundled Dockerfile."""
         return self.backend.build_image(self.env, inputs, progress)
+
+
+class _Background:
+    """A check running in a daemon thread (an interrupted command does not wait for it); result() joins it and
+    returns its report or raises what it raised."""
+
+    def __init__(self, env: EnvProfile, work: Callable[[], CheckReport]):
+        self.env = env
+        self._report: CheckReport | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, args=(work,), name="devenv-early-check", daemon=True)
+        self._thread.start()
+
+    def _run(self, work: Callable[[], CheckReport]) -> None:
+        try:
+            self._report = work()
+        except BaseException as exc:  # handed to whoever asks for the report
+            self._error = exc
+
+    def result(self) -> CheckReport:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        assert self._report is not None
+        return self._report
 
 
 @contextlib.contextmanager

@@ -81,7 +81,7 @@ class SlurmEnvironments:
     `slurm` is a devenv.schedulers.slurm.Slurm and `files` a devenv.runtimes.host_runtime.HostRuntime, both on
     the login node's connection (passed in: this service never builds an adapter)."""
 
-    traits = Traits(containers=False, shell_on_host=False, down_verb="Cancelled")
+    traits = Traits(containers=False, shell_on_host=False, down_verb="Cancelled", scheduled=True)
 
     def __init__(self, host: HostProfile, conn, slurm, files, owner: str | None = None,
                  clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep,
@@ -301,7 +301,7 @@ class SlurmEnvironments:
                                    "raise slurm.queue_timeout in the host profile, or ask for fewer resources "
                                    "or another partition")
             polls += 1
-            self._sleep(0.25 if polls < 8 else 1.0)
+            self._sleep(0.25 if polls < 20 else 1.0)   # 5 s of quick polls: a free queue starts a job in 1-4 s
 
     def _wait_ready(self, env_name: str, job: Job, events, timeout: float) -> dict:
         """Until Jupyter answers on the job's node (probed with srun --overlap); its job-<id>.json."""
@@ -309,21 +309,23 @@ class SlurmEnvironments:
         events.step(f"Job {job.job_id} running on {', '.join(nodes) or '?'}; waiting for Jupyter "
                     f"(at most {timeout:.0f} s)")
         found: dict = {}
+        deadline = self._clock() + timeout
 
         def probe() -> jupyter.Probe:
             current = self.slurm.job(job.job_id)
             if current is None or current.phase != "running":
                 return jupyter.Probe(False, "", stopped=self._ended(env_name, current or job).message)
+            if not found.get("probed"):
+                # Jupyter's own "is running at" line in the job's log, waited for on the login node (a grep
+                # every 0.1 s there, one round trip, at most 10 s at a time); then a single probe on the
+                # node confirms it answers
+                if not self._log_says_running(env_name, job.job_id, max(0.5, min(10.0, deadline - self._clock()))):
+                    return jupyter.Probe(False, "jupyter down: starting (its log does not say it runs yet)")
+                found["probed"] = True
             state = found.get("state") or self.job_state(env_name, job.job_id)
             if not state:
                 return jupyter.Probe(False, "jupyter down: the job has not started Jupyter yet")
             found["state"] = state
-            if not found.get("probed"):
-                # Jupyter's own "is running at" line, read from the job's log (one cat, not an srun step);
-                # then a single probe on the node confirms it answers
-                if not self._log_says_running(env_name, job.job_id):
-                    return jupyter.Probe(False, "jupyter down: starting (its log does not say it runs yet)")
-                found["probed"] = True
             result = self.slurm.step(job.job_id, state["node"], [self.host.python, "-c", _PROBE, str(state["port"])],
                                      timeout=30)
             return jupyter.Probe(result.ok, (result.stdout + result.stderr).strip())
@@ -343,9 +345,15 @@ class SlurmEnvironments:
                 "PREEMPTED": "a higher-priority job took the node; `devenv up` queues a new job"}
         return JobEnded(message, hint.get(job.state, f"`devenv up {self.host.name}` starts a new job"))
 
-    def _log_says_running(self, env_name: str, job_id: str) -> bool:
+    def _log_says_running(self, env_name: str, job_id: str, wait_s: float = 0.0) -> bool:
+        """Whether the job's log has Jupyter's "is running at" line, waiting up to wait_s for it on the login
+        node (a grep every 0.1 s; squeue once a second ends the wait early when the job stops running)."""
         path = self._env_path(env_name, f"job-{int(job_id)}.log")
-        return self.conn.run(f"grep -q 'is running at' {path}", timeout=30).ok
+        polls = int(wait_s * 10)
+        script = (f"i=0; while ! grep -q 'is running at' {path} 2>/dev/null; do [ $i -ge {polls} ] && exit 1; "
+                  f"i=$((i+1)); if [ $((i % 10)) -eq 0 ]; then squeue -h -j {int(job_id)} -o %T 2>/dev/null | "
+                  f"grep -q RUNNING || exit 1; fi; sleep 0.1; done")
+        return self.conn.run(script, timeout=wait_s + 30).ok
 
     def job_log(self, env_name: str, job_id: str, tail: int = 30) -> list[str]:
         path = self._env_path(env_name, f"job-{int(job_id)}.log")

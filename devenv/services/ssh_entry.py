@@ -20,19 +20,33 @@ def ssh_files() -> tuple[Path, Path]:
     return base / "config", base / "known_hosts"
 
 
-def entry_text(host: HostProfile, env_name: str, port: int, identity_file: Path) -> tuple[str, str]:
-    """(the environment's alias, its config block)."""
+def entry_text(host: HostProfile, env_name: str, port: int, identity_file: Path, user: str = "root"
+               ) -> tuple[str, str]:
+    """(the environment's alias, its config block); user: the one the environment's sshd admits."""
     alias = openssh.env_alias(host.name, env_name)
-    block = openssh.env_config_entry(alias, host, port, identity_file, ssh_files()[1], shutil.which("ssh") or "ssh")
+    block = openssh.env_config_entry(alias, host, port, identity_file, ssh_files()[1], shutil.which("ssh") or "ssh",
+                                     user)
     return alias, block
 
 
-def write_env_entry(host: HostProfile, env_name: str, port: int, host_key: str, identity_file: Path) -> str:
-    """Write (or refresh) the environment's block and pinned key; returns its alias."""
+def write_env_entry(host: HostProfile, env_name: str, port: int, host_key: str, identity_file: Path,
+                    user: str = "root") -> str:
+    """Write (or refresh) the environment's block and pinned key; returns its alias.
+
+    An entry written under the old alias (`devenv-HOST-ENV` with the env's `-` single, which two pairs could
+    share) is removed as this one is written: it carries no entry mark, so it may be this pair's or the other's,
+    and either way it could lead to the wrong environment. An entry with the mark under that name is another
+    pair's current one and stays."""
     config, known_hosts = ssh_files()
-    alias, block = entry_text(host, env_name, port, identity_file)
+    alias, block = entry_text(host, env_name, port, identity_file, user)
     old_config = config.read_text() if config.is_file() else ""
     old_known = known_hosts.read_text() if known_hosts.is_file() else ""
+    legacy = openssh.legacy_env_alias(host.name, env_name)
+    if legacy != alias:
+        old_block = openssh.block_of(old_config, legacy)
+        if old_block is not None and openssh.ENTRY_MARK not in old_block.splitlines():
+            old_config = openssh.remove_block(old_config, legacy)
+            old_known = openssh.remove_known_host(old_known, legacy)
     pinned = openssh.known_hosts_line(alias, host_key)
     paths.write_private(known_hosts, openssh.replace_known_host(old_known, alias, pinned))
     paths.write_private(config, openssh.replace_block(old_config, alias, block))

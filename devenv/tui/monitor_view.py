@@ -18,6 +18,7 @@ from devenv.services.monitor import HostSnapshot
 STATE_STYLE = {
     "ok": ("●", "green"), "connecting": ("◌", "cyan"), "reconnecting": ("◐", "yellow"),
     "error": ("✖", "red"), "no-gpu": ("○", "magenta"), "stopped": ("■", "bright_black"),
+    "no-job": ("○", "bright_black"),
 }
 
 
@@ -79,6 +80,8 @@ def header(snap: HostSnapshot, extras: HostExtras, now: float, width: int = 200)
 
 def status_lines(snap: HostSnapshot, now: float) -> list[Text]:
     lines = []
+    if snap.job is not None:  # a node of a Slurm job: which job (its nodes' panels follow one another)
+        lines.append(Text(f"  {snap.job.describe()}", "cyan", no_wrap=True, overflow="ellipsis"))
     if snap.message and snap.state != "ok":
         color = STATE_STYLE.get(snap.state, ("", "white"))[1]
         line = Text(f"  {snap.message}", color, no_wrap=True, overflow="ellipsis")

@@ -3,6 +3,7 @@ wrong one), dockerd runs the base image, and the no-docker user is really refuse
 
 from __future__ import annotations
 
+import shlex
 import subprocess
 
 import docker
@@ -73,3 +74,17 @@ def test_slurm_cluster_runs_one_step_on_both_nodes_through_the_login_node(testho
                                         "printenv", "SLURMD_NODENAME"], timeout=120)
     assert result.returncode == 0, result.stderr
     assert sorted(result.stdout.split("\n")[:-1]) == ["0: node1", "1: node2"]
+
+
+def test_the_devenv_home_holds_the_cluster_profile_with_a_python_for_jupyter(use_testhost, testhost):
+    """testhost/setup writes `testcluster` (login node = the test sshd) whose python runs JupyterLab and torch
+    on the compute nodes (setup once defined this profile but never wrote it, and `up` found no JupyterLab)."""
+    cluster = load_host("testcluster")
+    assert cluster.runtime == "slurm" and cluster.ssh is not None and cluster.ssh.alias == testhost.alias
+    assert cluster.slurm is not None and cluster.slurm.partition == "debug"
+    probe = "import importlib.metadata as m; print(m.version('jupyterlab'), m.version('torch'))"
+    result = run(testhost.ssh_argv() + [shlex.join(["srun", "--nodes=1", "--time=1", cluster.python, "-c", probe])],
+                 timeout=120)
+    assert result.returncode == 0, result.stderr
+    jupyterlab, torch = result.stdout.split()
+    assert jupyterlab.startswith("4.") and torch.startswith("2.")

@@ -105,11 +105,18 @@ class EnvUnderTest:
     def state(self) -> str:
         return docker("inspect", "-f", "{{.State.Status}}", self.container).stdout.strip()
 
+    def networks(self) -> list[str]:
+        out = docker("network", "ls", "--filter", f"label=org.devenv.env={self.name}",
+                     "--format", "{{.Name}}").stdout
+        return out.split()
+
     def remove_everything(self) -> None:
         for name in self.containers():
             docker("rm", "-f", name)
         for volume in self.volumes():
             docker("volume", "rm", "-f", volume)
+        for network in self.networks():
+            docker("network", "rm", network)
 
 
 def base_environ(testhost_vars: dict[str, str], home: Path) -> dict[str, str]:
@@ -186,11 +193,16 @@ class PodmanEnv(EnvUnderTest):
     def volumes(self) -> list[str]:
         return podman("volume", "ls", "-q", "--filter", f"label=org.devenv.env={self.name}").stdout.split()
 
+    def networks(self) -> list[str]:
+        return podman("network", "ls", "-q", "--filter", f"label=org.devenv.env={self.name}").stdout.split()
+
     def remove_everything(self) -> None:
         for name in self.containers():
             podman("rm", "-f", name)
         for volume in self.volumes():
             podman("volume", "rm", "-f", volume)
+        for network in self.networks():
+            podman("network", "rm", "-f", network)
 
 
 @pytest.fixture(scope="session")

@@ -10,6 +10,8 @@ import time
 import pytest
 from conftest import docker
 
+from devenv.remote.openssh import env_alias
+
 pytestmark = pytest.mark.integration
 
 
@@ -23,7 +25,7 @@ def test_sshd_admits_only_root_and_comes_back_when_killed(test_env):
     status = json.loads(test_env.run("up", "testbox", "--env", env, "--detach", "--json").stdout)["status"]
     shown = test_env.run("ssh", "testbox", "--env", env, "--config").stdout
     config = next(line for line in shown.splitlines() if line.startswith("Include ")).split(" ", 1)[1]
-    alias = f"devenv-testbox-{env}"
+    alias = env_alias("testbox", env)  # the env's "-" doubled (issue 14: aliases name one pair)
     assert _ssh(config, alias).stdout.strip() == "in"
     for account in ("nobody", "daemon"):
         other = _ssh(config, alias, "-l", account)

@@ -13,6 +13,7 @@ import pytest
 from conftest import docker, processes_mentioning, read_url
 from jupyter_client import JupyterClient
 
+from devenv.remote.openssh import env_alias
 from devenv.remote.tunnels import control_dir_path
 
 pytestmark = pytest.mark.integration
@@ -63,7 +64,7 @@ def test_environment_lifecycle_end_to_end(test_env, testhost):
     shown = test_env.run("ssh", "testbox", "--env", env, "--config").stdout
     include = next(line for line in shown.splitlines() if line.startswith("Include "))
     config = include.split(" ", 1)[1]
-    alias = f"devenv-testbox-{env}"
+    alias = env_alias("testbox", env)  # the env's "-" doubled (issue 14: aliases name one pair)
     ssh = subprocess.run(["ssh", "-F", config, "-o", "BatchMode=yes", alias,
                           "echo from-ssh > /workspace/kept.txt; python -c 'import sys; print(sys.prefix)'; hostname"],
                          capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)

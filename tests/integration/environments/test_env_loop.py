@@ -10,6 +10,8 @@ import time
 import pytest
 from conftest import REPO, docker
 
+from devenv.remote.openssh import env_alias
+
 pytestmark = pytest.mark.integration
 
 
@@ -131,7 +133,7 @@ def test_exec_stdin_tty_taken_port_status_labels_and_json(test_env):
 
     # `code` names the environment's entry and workspace (`code` is not installed here: the command is printed)
     code = test_env.run("code", "testbox", "--env", env, "--path", "proj")
-    alias = f"devenv-testbox-{env}"
+    alias = env_alias("testbox", env)  # the env's "-" doubled (issue 14: aliases name one pair)
     assert code.stdout.strip() == f"code --remote ssh-remote+{alias} /workspace/proj"
     assert "devenv ssh-config install" in code.stderr
     config = test_env.home / "ssh" / "config"

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+import yaml
 
 from testhost import apply_testhost_env, testhost, testhost_dir, testhost_env  # noqa: F401  (fixtures)
 
@@ -49,9 +50,28 @@ def wait_for(predicate, timeout: float, what: str, every: float = 1.0):
         time.sleep(every)
 
 
+def testhost_cluster_python() -> str | None:
+    """The python testhost/setup made for the cluster (the `python:` of its testcluster profile), if it has
+    JupyterLab and torch."""
+    profile = testhost_dir() / "home" / "profiles" / "hosts" / "testcluster.yaml"
+    if not profile.is_file():
+        return None
+    python = (yaml.safe_load(profile.read_text()) or {}).get("python")
+    if not python or not Path(python).is_absolute():
+        return None
+    probe = subprocess.run([python, "-c", "import importlib.util as u, sys; "
+                            "sys.exit(not (u.find_spec('jupyterlab') and u.find_spec('torch')))"],
+                           capture_output=True, timeout=60)
+    return python if probe.returncode == 0 else None
+
+
 @pytest.fixture(scope="session")
 def cluster_python(tmp_path_factory) -> str:
-    """A python the compute nodes see (this machine's file system) with JupyterLab and the machine's torch."""
+    """A python the compute nodes see (this machine's file system) with JupyterLab and torch: the one
+    testhost/setup builds once per machine, else (a test host set up before it did) a venv made here."""
+    made = testhost_cluster_python()
+    if made:
+        return made
     venv = tmp_path_factory.mktemp("slurm-python") / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True, timeout=120)
     pip = subprocess.run([str(venv / "bin" / "pip"), "install", "-q", "jupyterlab>=4,<5"], capture_output=True,
@@ -72,6 +92,13 @@ class Cluster:
     @property
     def job_name(self) -> str:
         return f"devenv-{OWNER}-{self.env}"
+
+    owner = OWNER
+
+    @property
+    def workspace(self) -> Path:
+        """Where the environment's workspace lies (the login node's home, shared with the nodes)."""
+        return Path(os.path.expanduser(f"~/devenv-workspaces/{self.env}"))
 
     def write_profile(self, **slurm) -> None:
         settings = {"partition": "debug", "time": "00:10:00", **slurm}

@@ -101,6 +101,21 @@ def test_a_job_slurm_rejects_says_why(cluster):
     assert not live_jobs(cluster.job_name)
 
 
+@pytest.mark.parametrize(("slurm", "said", "remedy"), [
+    ({"gpus_per_node": 1}, "partition debug has no GPUs", "gpus_per_node: 0"),
+    ({"partition": "nope"}, "partition 'nope' does not exist (partitions: debug*", "slurm.partition"),
+], ids=["gres-it-lacks", "unknown-partition"])
+def test_up_whose_request_the_cluster_cannot_meet_stops_at_the_preflight(cluster, slurm, said, remedy):
+    """`up` checks the request against the cluster's partitions and GRES on the login node before it submits:
+    the cluster's words, exit 2 (bad input: the profile asks what is not there), and no job at all."""
+    cluster.write_profile(**slurm)
+    done = cluster.run("up", cluster.host, "--detach")
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert f"Checking {cluster.host}" in done.stderr and said in done.stderr and remedy in done.stderr
+    assert "refused the job" not in done.stderr and "Traceback" not in done.stderr   # sbatch never ran
+    assert not squeue(f"--name={cluster.job_name}")
+
+
 def get_through(port: int, token: str) -> int:
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/status?token={token}", timeout=10) as r:
         return r.status

@@ -1,0 +1,47 @@
+"""What the benchmarks share: the finish line (a Jupyter URL on this machine answering an authenticated
+request), free ports, the machine's description and the medians of the runs."""
+
+from __future__ import annotations
+
+import os
+import platform
+import socket
+import statistics
+import time
+import urllib.request
+
+
+def answers(url: str, token: str) -> bool:
+    """Does url answer 200 to a request carrying Jupyter's token?"""
+    try:
+        req = urllib.request.Request(url, headers={"Authorization": f"token {token}"})
+        with urllib.request.urlopen(req, timeout=2) as resp:
+            return resp.status == 200
+    except OSError:
+        return False
+
+
+def wait_answering(url: str, token: str, timeout: float = 120, interval: float = 0.05) -> None:
+    deadline = time.monotonic() + timeout
+    while not answers(url, token):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{url} did not answer within {timeout} s")
+        time.sleep(interval)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def machine() -> str:
+    """"host x86_64, 2 CPUs, load 1.9": where the numbers come from (the load: other work on it)."""
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    return f"{platform.node()} {platform.machine()}, {os.cpu_count()} CPUs, load {load:.1f}"
+
+
+def medians(times: dict[str, list[float]]) -> dict[str, dict]:
+    """{way: {"median_s", "runs"}} rounded to 10 ms."""
+    return {way: {"median_s": round(statistics.median(runs), 2), "runs": [round(x, 2) for x in runs]}
+            for way, runs in times.items() if runs}

@@ -1,0 +1,103 @@
+"""What `devenv monitor` watches, as sources behind the monitor's one host interface: a host is itself; a
+Slurm cluster (`runtime: slurm`) is every node of the user's running devenv jobs (services/cluster_monitor),
+each a host named cluster/job-J/node whose samples come through the login node, or one row saying that no
+job runs. The widgets, --once, --json and the NDJSON/Prometheus streams see only snapshots."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+from devenv.cli.common import connect
+from devenv.config.profiles import HostProfile
+from devenv.errors import DevenvError
+from devenv.services.monitor import ERROR, HostSnapshot, JobPlace
+
+
+@dataclass(frozen=True)
+class Source:
+    name: str                        # the monitor's name: the host's, or cluster/job-J/node
+    profile: HostProfile             # the host, or the cluster's login node
+    place: JobPlace | None = None    # a node of a Slurm job
+    fixed: HostSnapshot | None = None   # a cluster without a job, or one that could not be asked
+
+
+def sources(host_profiles: list[HostProfile], accept_new_host: bool = False,
+            codes: dict[str, int] | None = None) -> list[Source]:
+    """Each profile as its source(s), in the order given; clusters asked in parallel (one squeue each). A
+    cluster that cannot be asked is an error row (its exit code into codes), as an unreachable host is."""
+    from devenv.services.backends import known_traits
+    from devenv.services.cluster_monitor import job_places, no_job_snapshot
+
+    def expand(profile: HostProfile) -> list[Source]:
+        traits = known_traits(profile)   # None: `auto`, a docker or bare host
+        if traits is None or not traits.scheduled:
+            return [Source(profile.name, profile)]
+        try:
+            places = job_places(connect(profile, accept_new_host), profile)
+        except DevenvError as e:
+            if codes is not None:
+                codes[profile.name] = e.exit_code
+            return [Source(profile.name, profile, fixed=HostSnapshot(profile.name, ERROR, time.time(), e.message,
+                                                                     e.hint))]
+        if not places:
+            return [Source(profile.name, profile, fixed=no_job_snapshot(profile.name))]
+        return [Source(p.name, profile, place=p) for p in places]
+
+    with ThreadPoolExecutor(max_workers=min(8, len(host_profiles) or 1)) as pool:
+        return [s for found in pool.map(expand, host_profiles) for s in found]
+
+
+def sample_source_once(source: Source, accept_new_host: bool = False) -> HostSnapshot:
+    """One look at a source (raises the connection's DevenvError for the caller's error row)."""
+    from devenv.services.monitor import sample_once
+
+    if source.fixed is not None:
+        return source.fixed
+    conn = connect(source.profile, accept_new_host)
+    getattr(conn, "open", lambda: None)()  # connection errors here, with their own exit code
+    if source.place is None:
+        return sample_once(conn)
+    from devenv.services.cluster_monitor import node_connection
+
+    return sample_once(node_connection(conn, source.place), place=source.place)
+
+
+def sampler_for(source: Source, interval: float, accept_new_host: bool = False):
+    """The long-lived sampler of a source (not started): one stream per host, one per node of a job, each on
+    a connection of its own to the login node (so that a stalled node's reconnect touches no other node)."""
+    from devenv.services.monitor import HostSampler
+
+    if source.fixed is not None:
+        from devenv.services.cluster_monitor import FixedSampler
+
+        return FixedSampler(source.fixed)
+    profile, place = source.profile, source.place
+    factory: Callable
+    if place is None:
+        def factory():
+            return connect(profile, accept_new_host)
+    else:
+        from devenv.remote.pool import new_connection
+        from devenv.services.cluster_monitor import node_connection
+
+        def factory():
+            return node_connection(new_connection(profile, accept_new_host=accept_new_host), place, owns=True)
+    return HostSampler(source.name, factory, interval=interval, place=place)
+
+
+def jobs_json(snapshots: list[HostSnapshot]) -> list[dict]:
+    """The --json grouping: one entry per Slurm job, with the monitor names of its nodes."""
+    jobs: dict[tuple[str, str], dict] = {}
+    for snap in snapshots:
+        place = snap.job
+        if place is None:
+            continue
+        entry = jobs.setdefault((place.cluster, place.job_id), {
+            "cluster": place.cluster, "job_id": place.job_id, "job_name": place.job_name, "env": place.env,
+            "time_left": place.time_left, "nodes": []})
+        entry["nodes"].append({"node": place.node, "host": snap.host, "state": snap.state,
+                               "gpus": len(snap.gpus)})
+    return list(jobs.values())

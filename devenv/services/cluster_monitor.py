@@ -1,0 +1,70 @@
+"""The monitor's sources on a Slurm cluster (L2): the nodes of the user's running devenv jobs.
+
+Each node of each job is one monitored "host" behind the monitor's usual interface (HostSampler, sample_once,
+HostSnapshot): its connection is a StepConnection (schedulers/slurm_step.py) that runs the same nvidia-smi
+stream and process loop on that node under `srun --overlap --jobid J --nodelist NODE`, through the login
+node. So one stream per node, the same sampler, and the snapshot carries its JobPlace, by which the front ends
+group nodes by job. A cluster where none of the user's devenv jobs runs is one snapshot saying so (no-job).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from devenv.cluster import slurm_job
+from devenv.config.profiles import HostProfile
+from devenv.env import spec as envspec
+from devenv.remote.base import Connection
+from devenv.schedulers.slurm import Slurm
+from devenv.schedulers.slurm_step import StepConnection
+from devenv.services.monitor import NO_JOB, HostSnapshot, JobPlace
+
+
+def job_places(conn: Connection, host: HostProfile, owner: str | None = None) -> list[JobPlace]:
+    """Every node of the user's running devenv jobs (environments, sanity and check jobs: squeue --me, names
+    devenv-*), job by job in submission order, each job's nodes in Slurm's order."""
+    slurm = Slurm(conn, host.name)
+    env_prefix = f"{slurm_job.JOB_PREFIX}{owner or envspec.owner()}-"
+    places = []
+    jobs = [j for j in slurm.jobs_by_prefix(slurm_job.JOB_PREFIX) if j.phase == "running" and j.nodes]
+    for job in sorted(jobs, key=lambda j: int(j.job_id.split("_")[0]) if j.job_id.split("_")[0].isdigit() else 0):
+        nodes = tuple(slurm.hostnames(job.nodes or ""))
+        env = job.name[len(env_prefix):] if job.name.startswith(env_prefix) else None
+        for node in nodes:
+            places.append(JobPlace(host.name, job.job_id, job.name, node, nodes, env or None,
+                                   job.time_left or None))
+    return places
+
+
+def node_connection(login: Connection, place: JobPlace, *, owns: bool = False) -> StepConnection:
+    """A connection whose commands run on place's node inside its job (owns: closing it closes login)."""
+    return StepConnection(login, place.job_id, place.node, place.name, owns=owns)
+
+
+def no_job_snapshot(cluster: str, clock=time.time) -> HostSnapshot:
+    return HostSnapshot(cluster, NO_JOB, clock(), f"{cluster}: no devenv job of yours runs there (squeue --me)",
+                        f"`devenv up {cluster}` starts one; then start the monitor again")
+
+
+class FixedSampler:
+    """A source whose one snapshot does not change (a cluster without a job): the sampler interface, no thread."""
+
+    def __init__(self, snapshot: HostSnapshot):
+        self.host = snapshot.host
+        self._snapshot = snapshot
+        self._stopped = threading.Event()
+
+    def start(self) -> FixedSampler:
+        return self
+
+    def stop(self, timeout: float = 3.0) -> None:
+        self._stopped.set()
+
+    def snapshot(self) -> HostSnapshot:
+        return self._snapshot
+
+    def wait_for_update(self, version: int, timeout: float) -> tuple[int, HostSnapshot]:
+        if version == 1:
+            self._stopped.wait(timeout)   # nothing new, ever
+        return 1, self._snapshot

@@ -1,0 +1,114 @@
+"""The CLI end to end on the test host's real Slurm cluster, as a user drives it: `devenv up CLUSTER` holds a
+tunnel (this machine -> the login node, the test sshd -> the compute node, through a relay in the job) to a
+Jupyter whose kernel runs code inside the job -> `devenv sanity CLUSTER --nodes 2` (gloo on the CPUs) ->
+`devenv down CLUSTER` leaves no job and no process (Jupyter, relay, tunnel). Run under the integration lock.
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import re
+import signal
+import subprocess
+import sys
+import threading
+
+import pytest
+import requests
+from conftest import REPO, live_jobs, squeue, wait_for
+from jupyter_client import JupyterClient
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
+URL = re.compile(r"http://127\.0\.0\.1:\d+/lab\?token=\S+")
+
+
+def my_live_jobs() -> set[str]:
+    return {j[0] for j in squeue("--me") if j[2] in ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING")}
+
+
+def processes_mentioning(*needles: str) -> list[str]:
+    out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True, timeout=30).stdout
+    return [line for line in out.splitlines() if all(n in line for n in needles) and "ps -eo" not in line]
+
+
+class Lines:
+    """A process's stdout lines, read by a thread, so a test can wait for one with a bound."""
+
+    def __init__(self, stream):
+        self.seen: list[str] = []
+        self._q: queue.Queue[str | None] = queue.Queue()
+        threading.Thread(target=self._read, args=(stream,), daemon=True).start()
+
+    def _read(self, stream) -> None:
+        for line in stream:
+            self._q.put(line)
+        self._q.put(None)
+
+    def wait_for(self, pattern: re.Pattern, timeout: float) -> str | None:
+        while True:
+            try:
+                line = self._q.get(timeout=timeout)
+            except queue.Empty:
+                return None
+            if line is None:
+                return None
+            self.seen.append(line)
+            found = pattern.search(line)
+            if found:
+                return found.group(0)
+
+
+def test_up_kernel_through_the_tunnel_sanity_two_nodes_then_down_leaves_nothing(cluster):
+    before = my_live_jobs()
+    up = subprocess.Popen([sys.executable, "-m", "devenv", "up", cluster.host], stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True, env=cluster.environ, cwd=REPO)
+    try:
+        url = Lines(up.stdout).wait_for(URL, 300)
+        if url is None:
+            up.kill()
+            raise AssertionError(f"`devenv up` printed no URL:\n{up.stderr.read()}")
+        jobs = live_jobs(cluster.job_name)
+        assert len(jobs) == 1 and jobs[0][2] == "RUNNING", jobs
+        job_id, node = jobs[0][0], jobs[0][4]
+        assert node in ("node1", "node2")
+
+        # a real kernel through devenv's tunnel: its code runs inside the job, on the compute node
+        with JupyterClient(url, timeout=60) as jc:
+            kernel = jc.start_kernel()
+            run = jc.execute(kernel, "import os\nprint(6 * 7)\nos.environ['SLURM_JOB_ID'], "
+                                     "os.environ['SLURMD_NODENAME'], os.getcwd()")
+        assert run.status == "ok", run
+        assert run.stdout == "42\n"
+        assert run.result == repr((job_id, node, str(cluster.workspace)))
+        assert requests.get(url.split("/lab")[0] + "/api/kernels", timeout=30).status_code == 403  # no token
+    finally:
+        up.send_signal(signal.SIGINT)        # Ctrl-C: the tunnel closes, the environment keeps running
+        code = up.wait(60)
+    assert code == 0, up.stderr.read()
+    with pytest.raises(requests.ConnectionError):
+        requests.get(url, timeout=10)        # the local port is closed with the tunnel
+    assert not processes_mentioning("--overlap", f"--jobid={job_id}"), "a relay outlived `devenv up`"
+
+    status = cluster.run("status", cluster.host, "--json")
+    assert status.returncode == 0, status.stderr
+    mine = [e for e in json.loads(status.stdout)["environments"] if e["env"] == cluster.env]
+    assert len(mine) == 1 and mine[0]["state"] == "running" and mine[0]["job_id"] == job_id
+
+    # sanity across both nodes of a new job, beside the environment's
+    sanity = cluster.run("sanity", cluster.host, "--nodes", "2", "--json", timeout=600)
+    assert sanity.returncode == 0, sanity.stdout + sanity.stderr
+    checks = {c["id"]: c for c in json.loads(sanity.stdout)["verdict"]["checks"]}
+    assert checks["multinode.ranks"]["status"] == "pass" and "2 node(s)" in checks["multinode.ranks"]["value"]
+    assert checks["multinode.allreduce"]["status"] == "pass"
+    assert not live_jobs("devenv-sanity")
+
+    down = cluster.run("down", cluster.host)
+    assert down.returncode == 0, down.stderr
+    assert f"job {job_id}" in down.stdout
+    wait_for(lambda: not live_jobs(cluster.job_name), 60, "the environment's job to end")
+    assert my_live_jobs() <= before, "a job of this test is still in squeue"
+    wait_for(lambda: not processes_mentioning("jupyterlab", f"/{cluster.owner}-{cluster.env}/"), 60,
+             "the job's Jupyter to end")
+    assert not processes_mentioning("--overlap", f"--jobid={job_id}")
+    assert not processes_mentioning("devenv", "up", cluster.host)
