@@ -12,7 +12,7 @@ import pytest
 
 from devenv.config import paths
 from devenv.config.profiles import SSHTarget
-from devenv.errors import ConnectError
+from devenv.errors import ConnectError, ProfileError
 from devenv.remote import ssh_g
 from devenv.remote.sshconfig import local_user, resolve
 
@@ -191,3 +191,115 @@ def test_a_host_name_is_never_an_option(monkeypatch):
         resolve(SSHTarget(hostname="ok.example", user="-oProxyCommand=x"))
     with pytest.raises(ConnectError):
         resolve(SSHTarget(hostname="ok.example", proxy_jump=("-oProxyCommand=x",)))
+
+
+# --- the fidelity sweep: each case below differed from ssh -G before (OpenSSH 9.2's readconf.c) ----------
+
+SWEEP = {
+    "host_comma_is_no_list": ("Host a,b\n  Port 2000\n", SSHTarget(alias="a")),
+    "host_pattern_is_case_sensitive": ("Host gpu\n  Port 2001\nHost GPU\n  Port 2002\n", SSHTarget(alias="GPU")),
+    "host_brackets_are_literal": ("Host [ab]\n  Port 2003\n", SSHTarget(alias="a")),
+    "final_pass_host_sees_the_hostname": (
+        "Host fin\n  HostName 10.7.7.7\nMatch final host 10.7.7.7\n  User finaluser\nHost 10.7.*\n  Port 2222\n",
+        SSHTarget(alias="fin")),
+    "final_pass_sees_the_hostname_lower_cased": (
+        "Host x\n  HostName MiXed.Example\nMatch final\nHost MiXed.Example\n  Port 98\nHost mixed.*\n  Port 97\n",
+        SSHTarget(alias="x")),
+    "proxyjump_none_then_proxycommand": ("Host x\n  ProxyJump none\n  ProxyCommand nc %h %p\n", SSHTarget(alias="x")),
+    "proxyjump_none_stops_a_later_proxyjump": (
+        "Host bastion\n  HostName 10.0.0.1\n  ProxyJump none\nHost *\n  ProxyJump bastion\n",
+        SSHTarget(alias="bastion")),
+    "backslashes_as_argv_split": ("Host x\n  IdentityFile /tmp/a\\b\n  CertificateFile \"/tmp/it\\'s\"\n",
+                                  SSHTarget(alias="x")),
+    "time_values": ("Host x\n  ConnectTimeout 1m\n  ServerAliveInterval 1m30s\n", SSHTarget(alias="x")),
+    "batchmode_keepalive_default": ("Host x\n  BatchMode yes\n", SSHTarget(alias="x")),
+    "port_by_service_name": ("Port ssh\n", SSHTarget(alias="x")),
+    "ignoreunknown_before_the_option": ("IgnoreUnknown foo*,Bar\nHost x\n  FooBar 1\n  bar 2\n", SSHTarget(alias="x")),
+    "crlf_line_endings": ("Host x\r\n  Port 2003\r\n  User bob\r\n", SSHTarget(alias="x")),
+    "very_long_line": ("Host x\n  IdentityFile /tmp/" + "a" * 5000 + "\n  Port 2004\n", SSHTarget(alias="x")),
+}
+
+
+@pytest.mark.parametrize("case", sorted(SWEEP))
+def test_sweep_resolves_like_ssh_G(case, monkeypatch):
+    text, target = SWEEP[case]
+    paths.ssh_config_path().write_bytes(text.encode())
+    by_ssh, ours = both(target, monkeypatch)
+    assert ours == by_ssh
+
+
+def both_errors(target: SSHTarget, monkeypatch) -> tuple[str, str]:
+    """Both resolvers must refuse the config: (ssh -G's message, our parser's)."""
+    monkeypatch.delenv("DEVENV_NO_SSH_CLIENT", raising=False)
+    with pytest.raises(ProfileError) as by_ssh:
+        resolve(target)
+    monkeypatch.setenv("DEVENV_NO_SSH_CLIENT", "1")
+    with pytest.raises(ProfileError) as ours:
+        resolve(target)
+    monkeypatch.delenv("DEVENV_NO_SSH_CLIENT")
+    assert ours.value.hint
+    return by_ssh.value.message, ours.value.message
+
+
+REFUSED = {
+    # config, what both messages say (ssh's own words), the line it is on
+    "unknown_keyword": ("Host x\n  FooBar yes\n", "Bad configuration option: foobar", 2),
+    "unknown_keyword_in_a_block_that_does_not_apply": ("Host other\n  FooBar yes\n",
+                                                       "Bad configuration option: foobar", 2),
+    "ignoreunknown_after_the_option": ("Host x\n  FooBar 1\n  IgnoreUnknown foo*\n",
+                                       "Bad configuration option: foobar", 2),
+    "ignoreunknown_in_a_block_that_does_not_apply": ("Host other\n  IgnoreUnknown foo*\nHost *\n  FooBar 1\n",
+                                                     "Bad configuration option: foobar", 4),
+    "bom": ("\ufeffHost x\n  Port 2003\n", "Bad configuration option", 1),
+    "bad_port": ("Host x\n  Port 0x10\n", "Bad port '0x10'", 2),
+    "port_out_of_range": ("Host x\n  Port 99999\n", "Bad port '99999'", 2),
+    "extra_arguments": ("Host x\n  User=bob Port=5\n", "extra arguments at end of line", 2),
+    "bad_flag": ("Host x\n  IdentitiesOnly maybe\n", 'unsupported option "maybe"', 2),
+    "invalid_quotes": ('Host x\n  User "unterminated\n', "invalid quotes", 2),
+}
+
+
+@pytest.mark.parametrize("case", sorted(REFUSED))
+def test_sweep_refuses_like_ssh_G_naming_file_and_line(case, monkeypatch):
+    text, words, line = REFUSED[case]
+    cfg = paths.ssh_config_path()
+    cfg.write_bytes(text.encode())
+    by_ssh, ours = both_errors(SSHTarget(alias="x"), monkeypatch)
+    assert words in by_ssh.replace("\\357\\273\\277", "\ufeff")
+    assert words in ours and f"{cfg} line {line}" in ours
+
+
+def test_included_file_writable_by_others_is_refused_like_ssh(monkeypatch):
+    cfg = paths.ssh_config_path()
+    loose = cfg.with_name("loose.conf")
+    loose.write_text("Port 2\n")
+    loose.chmod(0o666)
+    cfg.write_text(f"Include {loose}\n")
+    by_ssh, ours = both_errors(SSHTarget(alias="x"), monkeypatch)
+    assert f"Bad owner or permissions on {loose}" in by_ssh and f"Bad owner or permissions on {loose}" in ours
+    loose.chmod(0o644)
+    assert both(SSHTarget(alias="x"), monkeypatch)[0].port == 2
+
+
+def test_config_that_is_a_directory_reads_as_empty_like_ssh(monkeypatch, tmp_path):
+    d = tmp_path / "cfgdir"
+    d.mkdir()
+    monkeypatch.setenv("DEVENV_SSH_CONFIG", str(d))
+    by_ssh, ours = both(SSHTarget(alias="x"), monkeypatch)
+    assert ours == by_ssh and by_ssh.port == 22
+
+
+def test_what_the_parser_cannot_do_is_a_clear_error(monkeypatch):
+    """CanonicalizeHostname needs ssh's own DNS canonicalization: ssh -G does it, the parser says so."""
+    paths.ssh_config_path().write_text("Host x\n  CanonicalizeHostname yes\nMatch canonical\n  Port 2104\n")
+    monkeypatch.delenv("DEVENV_NO_SSH_CLIENT", raising=False)
+    assert resolve(SSHTarget(alias="x")).port == 2104
+    monkeypatch.setenv("DEVENV_NO_SSH_CLIENT", "1")
+    with pytest.raises(ProfileError) as ei:
+        resolve(SSHTarget(alias="x"))
+    assert "line 2" in ei.value.message and "CanonicalizeHostname" in ei.value.message
+    assert "openssh-client" in ei.value.hint
+    paths.ssh_config_path().write_text("Match localnetwork 10.0.0.0/8\n  Port 2\n")
+    with pytest.raises(ProfileError) as ei:
+        resolve(SSHTarget(alias="x"))
+    assert "localnetwork" in ei.value.message and "line 1" in ei.value.message

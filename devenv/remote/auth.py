@@ -113,7 +113,7 @@ class _Attempt:
         except (paramiko.SSHException, paramiko.UnknownKeyType, ValueError, OSError) as e:
             self.problems.append(f"cannot use key {path}: {e}")
             return None
-        if not _can_prompt():
+        if not _can_prompt() or _batch_mode(self.target):
             self.encrypted.append(path)
             return None
         for _ in range(3):  # as ssh does
@@ -133,7 +133,8 @@ class _Attempt:
         if self.encrypted and not self.tried:
             key = self.encrypted[0]
             return ConnectError(
-                f"{who}: key {key} is encrypted and its passphrase cannot be asked (stdin is not a terminal)"
+                f"{who}: key {key} is encrypted and its passphrase cannot be asked "
+                f"({'BatchMode yes' if _batch_mode(self.target) else 'stdin is not a terminal'})"
                 + (f"; {notes}" if notes else ""),
                 f"load it into ssh-agent once: `eval $(ssh-agent) && ssh-add {key}`, then re-run "
                 "(or run devenv from a terminal to be asked for the passphrase)")
@@ -299,6 +300,11 @@ class _SocketAgent(paramiko.agent.AgentSSH):
 
     def close(self) -> None:
         self._close()
+
+
+def _batch_mode(target: ResolvedTarget) -> bool:
+    """BatchMode yes: ssh never asks anything, not even on a terminal."""
+    return str(getattr(target, "options", {}).get("batchmode", "no")).lower() in ("yes", "true")
 
 
 def _can_prompt() -> bool:

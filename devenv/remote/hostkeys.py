@@ -66,9 +66,15 @@ def lookup_name(hop) -> str:
     return hop.host_key_alias if getattr(hop, "host_key_alias", None) else entry_name(hop.hostname, hop.port)
 
 
+def user_files(hop) -> list[Path]:
+    """The hop's UserKnownHostsFile list as resolved ([] for `UserKnownHostsFile none`); a hop that names
+    none (no ResolvedTarget) gets devenv's default file."""
+    listed = getattr(hop, "known_hosts_files", None)
+    return [paths.known_hosts_path()] if listed is None else [Path(p) for p in listed]
+
+
 def hop_files(hop) -> list[Path]:
-    files = [Path(p) for p in getattr(hop, "known_hosts_files", ())] or [paths.known_hosts_path()]
-    return files + [Path(p) for p in getattr(hop, "global_known_hosts_files", ())]
+    return user_files(hop) + [Path(p) for p in getattr(hop, "global_known_hosts_files", ())]
 
 
 def known_keys(hostname: str, port: int, path: Path | None = None, *, name: str | None = None,
@@ -147,7 +153,7 @@ def verify_hop(hop, key: paramiko.PKey, *, accept_new: bool) -> str:
     trusted = [k for k in known if not k.revoked and not k.ca]
     if any(k.blob == blob for k in trusted):
         return "known"
-    where = ", ".join(str(f) for f in files[:2])
+    where = ", ".join(str(f) for f in files[:2]) or "no known_hosts file (UserKnownHostsFile none)"
     if trusted:
         same_type = [k for k in trusted if k.key_type == plain_type] or trusted
         was = ", ".join(f"{short_type(k.key_type)} key {fingerprint(k.blob)}" for k in same_type)
@@ -168,8 +174,13 @@ def verify_hop(hop, key: paramiko.PKey, *, accept_new: bool) -> str:
             "re-run with --accept-new-host to trust and record it (verify the fingerprint with the host's admin "
             f"/ `ssh-keygen -lf {host_file}` on the host){extra}",
         )
+    own = user_files(hop)
+    if not own:  # ssh refuses too: with no user file the key can be neither recorded nor trusted next time
+        raise HostKeyError(f"host key for {label} is not known: {presented}, and UserKnownHostsFile is none "
+                           "(nowhere to record it)", "add the host's key to a GlobalKnownHostsFile, or set "
+                           "UserKnownHostsFile to a file for this host")
     hashed = str(getattr(hop, "options", {}).get("hashknownhosts", "no")).lower() in ("yes", "true")
-    record(name, plain_type, blob, files[0], hashed=hashed)
+    record(name, plain_type, blob, own[0], hashed=hashed)
     return "recorded"
 
 

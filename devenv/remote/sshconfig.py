@@ -261,8 +261,11 @@ def from_options(opts: dict, name: str, label: str, ov: Overrides | None = None)
 
 
 def _known_hosts_files(opts: dict, tokens: dict[str, str]) -> tuple[str, ...]:
-    files = [expand_path(p, tokens, "UserKnownHostsFile")
-             for p in str(opts.get("userknownhostsfile") or "").split() if p.lower() != "none"]
+    """UserKnownHostsFile's files; () for `none` (no user file at all: only the global ones, as ssh)."""
+    words = str(opts.get("userknownhostsfile") or "").split()
+    if words and all(w.lower() == "none" for w in words):
+        return ()
+    files = [expand_path(p, tokens, "UserKnownHostsFile") for p in words if p.lower() != "none"]
     defaults = {os.path.join(local_home(), ".ssh", n) for n in ("known_hosts", "known_hosts2")}
     override = os.environ.get("DEVENV_KNOWN_HOSTS")
     if override and (not files or set(files) <= defaults):

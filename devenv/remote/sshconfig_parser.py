@@ -6,24 +6,69 @@ user's file, then /etc/ssh/ssh_config, the first value obtained wins (IdentityFi
 forwardings accumulate); Host patterns match the name as given; `Match host` matches HostName as set so far
 (with %h expanded); `Include` (globs, relative to ~/.ssh or /etc/ssh) keeps the including block's state;
 whichever of ProxyCommand and ProxyJump comes first wins; a word starting with '#' ends the line (but
-ProxyCommand keeps its whole line, for the shell); `Match final` triggers the second pass OpenSSH makes.
+ProxyCommand keeps its whole line, for the shell); `Match final` triggers the second pass OpenSSH makes, in
+which Host and Match host see the HostName. `Host` patterns are case-sensitive against the lower-cased name,
+one pattern a word (a comma is no separator there, as in readconf.c; `Match host` takes comma lists, any case).
+An unknown keyword is an error naming file and line, as ssh makes it (IgnoreUnknown lifts it); so are the bad
+values of the options devenv uses (Port, yes/no flags, times). Lines end at '\n' only, as ssh reads them. What
+it cannot do as ssh does (CanonicalizeHostname, Match canonical/localnetwork/tagged) is a clear error.
 """
 
 from __future__ import annotations
 
-import fnmatch
 import glob
 import os
+import re
+import socket
 import subprocess
 from pathlib import Path
 
-from devenv.errors import ConnectError
+from devenv.errors import ProfileError
 
 _ACCUMULATE = frozenset({"identityfile", "certificatefile", "localforward", "remoteforward", "dynamicforward",
                          "sendenv", "setenv"})
 _RAW_REST = frozenset({"proxycommand", "localcommand", "remotecommand", "knownhostscommand"})
 _MULTI_WORD = frozenset({"userknownhostsfile", "globalknownhostsfile", "canonicaldomains"})
 _MAX_INCLUDE_DEPTH = 16
+# Every keyword OpenSSH 9.2's ssh accepts (probed from its own parser: anything else is "Bad configuration
+# option"), plus the few later releases added, so a config written for a newer ssh is not refused.
+KEYWORDS = frozenset({
+    "addkeystoagent", "addressfamily", "afstokenpassing", "batchmode", "bindaddress", "bindinterface",
+    "canonicaldomains", "canonicalizefallbacklocal", "canonicalizehostname", "canonicalizemaxdots",
+    "canonicalizepermittedcnames", "casignaturealgorithms", "certificatefile", "challengeresponseauthentication",
+    "checkhostip", "cipher", "ciphers", "clearallforwardings", "compression", "compressionlevel",
+    "connectionattempts", "connecttimeout", "controlmaster", "controlpath", "controlpersist", "dsaauthentication",
+    "dynamicforward", "enableescapecommandline", "enablesshkeysign", "escapechar", "exitonforwardfailure",
+    "fallbacktorsh", "fingerprinthash", "forkafterauthentication", "forwardagent", "forwardx11",
+    "forwardx11timeout", "forwardx11trusted", "gatewayports", "globalknownhostsfile", "globalknownhostsfile2",
+    "gssapiauthentication", "gssapiclientidentity", "gssapidelegatecredentials", "gssapikexalgorithms",
+    "gssapikeyexchange", "gssapirenewalforcesrekey", "gssapiserveridentity", "gssapitrustdns", "hashknownhosts",
+    "host", "hostbasedacceptedalgorithms", "hostbasedauthentication", "hostbasedkeytypes", "hostkeyalgorithms",
+    "hostkeyalias", "hostname", "identitiesonly", "identityagent", "identityfile", "identityfile2",
+    "ignoreunknown", "include", "ipqos", "kbdinteractiveauthentication", "kbdinteractivedevices",
+    "kerberosauthentication", "kerberostgtpassing", "kexalgorithms", "knownhostscommand", "localcommand",
+    "localforward", "loglevel", "logverbose", "macs", "match", "nohostauthenticationforlocalhost",
+    "numberofpasswordprompts", "passwordauthentication", "permitlocalcommand", "permitremoteopen",
+    "pkcs11provider", "port", "preferredauthentications", "protocol", "protocolkeepalives", "proxycommand",
+    "proxyjump", "proxyusefdpass", "pubkeyacceptedalgorithms", "pubkeyacceptedkeytypes", "pubkeyauthentication",
+    "rekeylimit", "remotecommand", "remoteforward", "requesttty", "requiredrsasize", "revokedhostkeys",
+    "rhostsauthentication", "rhostsrsaauthentication", "securitykeyprovider", "sendenv", "serveralivecountmax",
+    "serveraliveinterval", "sessiontype", "setenv", "setuptimeout", "skeyauthentication", "smartcarddevice",
+    "stdinnull", "streamlocalbindmask", "streamlocalbindunlink", "stricthostkeychecking", "syslogfacility",
+    "tcpkeepalive", "tisauthentication", "tunnel", "tunneldevice", "updatehostkeys", "useblacklistedkeys",
+    "useprivilegedport", "user", "userknownhostsfile", "userknownhostsfile2", "useroaming", "usersh",
+    "verifyhostkeydns", "visualhostkey", "xauthlocation",
+    "channeltimeout", "obscurekeystroketiming", "tag", "refuseconnection", "warnweakcrypto",
+})
+# Keywords whose value devenv uses or that change how ssh connects: exactly one argument, checked like ssh.
+_FLAGS = frozenset({"identitiesonly", "batchmode", "hashknownhosts", "checkhostip", "forwardagent",
+                    "pubkeyauthentication", "proxyusefdpass", "tcpkeepalive", "compression"})
+_TIMES = frozenset({"connecttimeout", "serveraliveinterval"})
+_SINGLE = frozenset({"user", "hostname", "port", "hostkeyalias", "identityagent", "proxyjump", "revokedhostkeys",
+                     "stricthostkeychecking", "serveralivecountmax", "canonicalizehostname", "addkeystoagent",
+                     "controlpath", "controlmaster", "identityfile", "certificatefile", "ignoreunknown"}
+                    | _FLAGS | _TIMES)
+_STRICT = frozenset({"yes", "no", "ask", "accept-new", "true", "false", "off"})
 SYSTEM_CONFIG = "/etc/ssh/ssh_config"
 
 
@@ -36,22 +81,29 @@ def lookup(name: str, ov, config_file: Path | None) -> dict:
     if user_name and not ov.user:
         options["user"] = user_name
     _apply_overrides(options, ov)
-    files = [(config_file, False)] if config_file is not None else [
-        (Path(local_home()) / ".ssh" / "config", False), (Path(SYSTEM_CONFIG), True)]
+    # (path, system file, check its permissions): ssh checks ~/.ssh/config's owner and mode, not a -F file's
+    files = [(config_file, False, False)] if config_file is not None else [
+        (Path(local_home()) / ".ssh" / "config", False, True), (Path(SYSTEM_CONFIG), True, False)]
     state = _State(original=host, options=options)
     for final in (False, True):
         if final and not state.wants_final:
             break
+        if final:  # ssh's second pass: Host and Match host see the HostName, lower-cased (ssh.c sets host to it)
+            state.host = str(options.get("hostname") or state.host).lower()
         state.final = final
-        for path, system in files:
-            if path is not None and path.is_file():
-                _read(path, state, active=True, system=system, depth=0)
+        for path, system, checkperm in files:
+            if path is None or not path.is_file():
+                continue  # a missing file, or a directory (ssh reads one as empty)
+            if config_file is None and not os.access(path, os.R_OK):
+                continue  # ssh silently skips an unreadable ~/.ssh/config (a -F file it cannot open is fatal)
+            _read(path, state, active=True, system=system, depth=0, checkperm=checkperm)
     return _fill_defaults(options, host, local_user(), local_home())
 
 
 class _State:
     def __init__(self, original: str, options: dict):
         self.original = original
+        self.host = original  # Host patterns see the name as given (case-sensitive); HostName is lower-cased later
         self.options = options
         self.final = False
         self.wants_final = False
@@ -66,27 +118,52 @@ def _apply_overrides(options: dict, ov) -> None:
         options["identityfile"] = [os.path.expanduser(ov.identity_file)]
     if ov.jump:
         options["proxyjump"] = ov.jump
-        options.setdefault("proxycommand", "none")
     if ov.hostname:
         options["hostname"] = ov.hostname
     if ov.connect_timeout:
         options["connecttimeout"] = str(max(1, int(round(ov.connect_timeout))))
 
 
-def _read(path: Path, state: _State, *, active: bool, system: bool, depth: int, never: bool = False) -> None:
+def _bad(where: str, what: str) -> ProfileError:
+    return ProfileError(f"{where}: {what}", "fix that line of your ssh config (`ssh -G HOST` reports the same)")
+
+
+def _check_perms(path: Path) -> None:
+    """readconf.c's secure_permissions: owned by us or root, writable by nobody else."""
+    st = path.stat()
+    if (st.st_uid not in (0, os.getuid())) or st.st_mode & 0o022:
+        raise ProfileError(f"Bad owner or permissions on {path}",
+                           f"ssh refuses it too: `chmod go-w {path}` (and own it yourself)")
+
+
+def _read(path: Path, state: _State, *, active: bool, system: bool, depth: int, never: bool = False,
+          checkperm: bool = False) -> None:
     if depth > _MAX_INCLUDE_DEPTH:
-        raise ConnectError(f"{path}: Include nested too deeply (a loop?)", "check the Include lines")
+        raise ProfileError(f"{path}: Include nested too deeply (a loop?)", "check the Include lines")
     try:
-        lines = path.read_text(errors="replace").splitlines()
+        if checkperm:
+            _check_perms(path)
+        data = path.read_bytes()
+    except IsADirectoryError:
+        return  # ssh reads a directory as an empty file
     except OSError as e:
-        raise ConnectError(f"cannot read ssh config {path}: {e.strerror}", "check the file's permissions") from None
-    for number, line in enumerate(lines, 1):
-        keyword, args, raw = _split(line)
+        raise ProfileError(f"Can't open user config file {path}: {e.strerror}",
+                           "check the file's permissions") from None
+    # ssh reads lines up to '\n' and strips trailing blanks (so CRLF files work); no other line breaks
+    for number, raw_line in enumerate(data.split(b"\n"), 1):
+        line = raw_line.decode("utf-8", errors="replace").rstrip(" \t\r\n\f")
+        where = f"{path} line {number}"
+        keyword, args, raw = _split(line, where)
         if not keyword:
             continue
-        where = f"{path} line {number}"
+        if keyword not in KEYWORDS:
+            ignored = state.options.get("ignoreunknown")
+            if ignored and _pattern_list_matches(str(ignored).split(","), keyword, lower=True):
+                continue
+            raise _bad(where, f"Bad configuration option: {keyword}")
+        _check_value(keyword, args, where)
         if keyword == "host":
-            active = not never and _host_matches(args, state.original)
+            active = not never and _host_matches(args, state.host)
         elif keyword == "match":
             active = not never and _match(args, state, where)
         elif keyword == "include":
@@ -100,51 +177,113 @@ def _read(path: Path, state: _State, *, active: bool, system: bool, depth: int, 
                 for included in sorted(glob.glob(full)):
                     # the included file starts in this block's state, and this block's state resumes after it
                     _read(Path(included), state, active=active, system=system, depth=depth + 1,
-                          never=never or not active)
+                          never=never or not active, checkperm=True)
         elif active:
-            _set(state.options, keyword, args, raw, state.original)
+            if keyword == "canonicalizehostname" and args[0].lower() not in ("no", "false"):
+                raise ProfileError(
+                    f"{where}: CanonicalizeHostname {args[0]} is not supported by devenv's built-in ssh config "
+                    "parser (it would need ssh's DNS canonicalization)",
+                    "install OpenSSH's client (openssh-client): devenv then asks `ssh -G`, which does it")
+            _set(state.options, keyword, args, raw, state.host)
 
 
-def _set(options: dict, keyword: str, args: list[str], raw: str, original: str) -> None:
+def _check_value(keyword: str, args: list[str], where: str) -> None:
+    """The checks ssh makes on the options devenv uses, whether or not the line's block applies."""
+    if keyword not in _SINGLE:
+        return
+    if not args:
+        raise _bad(where, "missing argument.")
+    if len(args) > 1:
+        raise _bad(where, f"keyword {keyword} extra arguments at end of line")
+    value = args[0]
+    if keyword == "port" and _port_number(value) is None:
+        raise _bad(where, f"Bad port '{value}'.")
+    if keyword in _FLAGS and value.lower() not in ("yes", "no", "true", "false"):
+        raise _bad(where, f'unsupported option "{value}".')
+    if keyword == "stricthostkeychecking" and value.lower() not in _STRICT:
+        raise _bad(where, f'unsupported option "{value}".')
+    if keyword in _TIMES and convtime(value) is None:
+        raise _bad(where, f"invalid time value '{value}'.")
+    if keyword == "serveralivecountmax" and not re.fullmatch(r"-?\d+", value):
+        raise _bad(where, f"integer value '{value}' invalid.")
+
+
+def _port_number(value: str) -> int | None:
+    """a2port: a decimal 1-65535, or a tcp service name from /etc/services ('ssh' is 22)."""
+    if value.isdigit():
+        return int(value) if 0 < int(value) < 65536 else None
+    try:
+        return socket.getservbyname(value, "tcp")
+    except OSError:
+        return None
+
+
+def convtime(value: str) -> int | None:
+    """misc.c's convtime: '90', '1m30s', '2h' -> seconds; None when malformed."""
+    if value.isdigit():
+        return int(value)
+    parts = re.findall(r"(\d+)([sSmMhHdDwW]?)", value)
+    if not parts or "".join(n + u for n, u in parts) != value:
+        return None
+    scale = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+    return sum(int(n) * scale[u.lower()] for n, u in parts)
+
+
+def _set(options: dict, keyword: str, args: list[str], raw: str, host: str) -> None:
     if keyword in _ACCUMULATE:
         options.setdefault(keyword, [])
         options[keyword].extend(args[:1] if keyword in ("identityfile", "certificatefile") else args)
         return
-    if keyword in options or not args:
+    if not args:
         return
     if keyword == "proxyjump":
-        if "proxycommand" in options:
-            return  # ProxyCommand came first
-        options["proxycommand"] = "none"
-    elif keyword == "proxycommand" and "proxyjump" in options:
+        # the first of ProxyJump and ProxyCommand wins; `ProxyJump none` stops later ProxyJumps only
+        if "proxyjump" in options or ("proxycommand" in options and args[0].lower() != "none"):
+            return
+        options["proxyjump"] = args[0].lower() if args[0].lower() == "none" else args[0]
+        return
+    if keyword == "proxycommand" and str(options.get("proxyjump") or "none").lower() != "none":
+        return
+    if keyword in options:
         return
     if keyword in _RAW_REST:
         options[keyword] = raw
     elif keyword in _MULTI_WORD:
         options[keyword] = " ".join(args)
     elif keyword == "hostname":
-        options[keyword] = args[0].replace("%h", original).replace("%%", "%")
+        options[keyword] = args[0].replace("%h", host).replace("%%", "%")
+    elif keyword in _TIMES:
+        options[keyword] = str(convtime(args[0]))
+    elif keyword == "port":
+        options[keyword] = str(_port_number(args[0]))
     else:
         options[keyword] = args[0]
 
 
-def _split(line: str) -> tuple[str, list[str], str]:
+def _split(line: str, where: str = "") -> tuple[str, list[str], str]:
     """(keyword lower-cased, argument words, the raw rest of the line) as readconf.c splits a line."""
-    text = line.strip()
+    text = line.strip(" \t")
     if not text or text.startswith("#"):
         return "", [], ""
-    i = 0
-    while i < len(text) and text[i] not in " \t=":
-        i += 1
-    keyword = text[:i].lower()
-    rest = text[i:].lstrip(" \t")
+    if text.startswith('"'):  # strdelim: a keyword may be quoted
+        end = text.find('"', 1)
+        if end < 0:
+            raise _bad(where or "ssh config", "invalid quotes")
+        keyword, rest = text[1:end].lower(), text[end + 1:].lstrip(" \t")
+    else:
+        i = 0
+        while i < len(text) and text[i] not in " \t=":
+            i += 1
+        keyword = text[:i].lower()
+        rest = text[i:].lstrip(" \t")
     if rest.startswith("="):
         rest = rest[1:].lstrip(" \t")
-    return keyword, _words(rest), rest
+    return keyword, _words(rest, where), rest
 
 
-def _words(text: str) -> list[str]:
-    """argv_split: quotes group words, a backslash escapes, a word starting with '#' ends the line."""
+def _words(text: str, where: str = "") -> list[str]:
+    """misc.c's argv_split: quotes group words; a backslash escapes a quote, a backslash, or (unquoted) a
+    blank, and is kept before anything else; a word starting with '#' ends the line."""
     words: list[str] = []
     i, n = 0, len(text)
     while i < n:
@@ -152,46 +291,49 @@ def _words(text: str) -> list[str]:
             i += 1
         if i >= n or text[i] == "#":
             break
-        word, quote = [], None
+        word, quote = [], ""
         while i < n:
             c = text[i]
-            if quote:
-                if c == quote:
-                    quote = None
-                elif c == "\\" and i + 1 < n and text[i + 1] in (quote, "\\"):
-                    i += 1
-                    word.append(text[i])
-                else:
-                    word.append(c)
-            elif c in "\"'":
-                quote = c
-            elif c == "\\" and i + 1 < n:
+            if c == "\\" and i + 1 < n and (text[i + 1] in "'\"\\" or (not quote and text[i + 1] == " ")):
                 i += 1
                 word.append(text[i])
-            elif c in " \t":
+            elif not quote and c in " \t":
                 break
+            elif not quote and c in "\"'":
+                quote = c
+            elif quote and c == quote:
+                quote = ""
             else:
                 word.append(c)
             i += 1
+        if quote:
+            raise _bad(where or "ssh config", "invalid quotes")
         words.append("".join(word))
     return words
 
 
-def _pattern_list_matches(patterns: list[str], value: str) -> bool:
-    """OpenSSH's match_pattern_list: any positive match, and no negated one."""
+def _glob_match(pattern: str, value: str) -> bool:
+    """match.c's match_pattern: only '*' and '?' are wildcards ('[' is literal)."""
+    regex = "".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in pattern)
+    return re.fullmatch(regex, value, re.DOTALL) is not None
+
+
+def _pattern_list_matches(patterns: list[str], value: str, *, lower: bool = False) -> bool:
+    """OpenSSH's match_pattern_list: any positive match, and no negated one (lower: both sides lower-cased)."""
     matched = False
     for pattern in patterns:
         negated = pattern.startswith("!")
-        if fnmatch.fnmatchcase(value.lower(), pattern.lstrip("!").lower()):
+        pat = pattern[1:] if negated else pattern
+        if _glob_match(pat.lower() if lower else pat, value.lower() if lower else value):
             if negated:
                 return False
             matched = True
     return matched
 
 
-def _host_matches(patterns: list[str], original: str) -> bool:
-    words = [p for word in patterns for p in word.split(",") if p]
-    return _pattern_list_matches(words, original)
+def _host_matches(patterns: list[str], host: str) -> bool:
+    """`Host`: one pattern a word (no comma lists), case-sensitive against the lower-cased host."""
+    return _pattern_list_matches(patterns, host)
 
 
 def _match(args: list[str], state: _State, where: str) -> bool:
@@ -200,7 +342,7 @@ def _match(args: list[str], state: _State, where: str) -> bool:
     options = state.options
     result, i = True, 0
     if not args:
-        raise ConnectError(f"{where}: Match needs criteria", "see `man ssh_config`")
+        raise ProfileError(f"{where}: Match needs criteria", "see `man ssh_config`")
     while i < len(args):
         word = args[i]
         negate = word.startswith("!")
@@ -208,19 +350,21 @@ def _match(args: list[str], state: _State, where: str) -> bool:
         if criterion == "all":
             ok = True
         elif criterion in ("final", "canonical"):
+            # ssh makes its second pass only for `Match final` (or canonicalization, refused above), and
+            # `canonical` is true in that pass as `final` is
             if criterion == "final":
                 state.wants_final = True
             ok = state.final
         else:
             if i + 1 >= len(args):
-                raise ConnectError(f"{where}: Match {criterion} needs an argument", "see `man ssh_config`")
+                raise ProfileError(f"{where}: Match {criterion} needs an argument", "see `man ssh_config`")
             i += 1
             value = args[i]
             if criterion == "host":
-                hostname = str(options.get("hostname") or state.original)
-                ok = _pattern_list_matches(value.split(","), hostname)
+                hostname = str(options.get("hostname") or state.host)
+                ok = _pattern_list_matches(value.split(","), hostname, lower=True)
             elif criterion == "originalhost":
-                ok = _pattern_list_matches(value.split(","), state.original)
+                ok = _pattern_list_matches(value.split(","), state.original, lower=True)
             elif criterion == "user":
                 ok = _pattern_list_matches(value.split(","), str(options.get("user") or local_user()))
             elif criterion == "localuser":
@@ -228,7 +372,9 @@ def _match(args: list[str], state: _State, where: str) -> bool:
             elif criterion == "exec":
                 ok = _match_exec(value, state)
             else:
-                raise ConnectError(f"{where}: unsupported Match criterion '{criterion}'", "see `man ssh_config`")
+                raise ProfileError(f"{where}: unsupported Match criterion '{criterion}' in devenv's built-in "
+                                   "ssh config parser", "install OpenSSH's client (openssh-client), or see "
+                                   "`man ssh_config`")
         if negate:
             ok = not ok
         result = result and ok
@@ -240,7 +386,7 @@ def _match_exec(command: str, state: _State) -> bool:
     from devenv.remote.sshconfig import expand_tokens, local_user, token_table
 
     options = state.options
-    tokens = token_table(hostname=str(options.get("hostname") or state.original),
+    tokens = token_table(hostname=str(options.get("hostname") or state.host),
                          port=int(str(options.get("port") or 22)),
                          user=str(options.get("user") or local_user()), original=state.original, alias=None)
     shell = os.environ.get("SHELL") or "/bin/sh"
@@ -257,6 +403,7 @@ def _fill_defaults(options: dict, host: str, user: str, home: str) -> dict:
 
     out = dict(options)
     out.setdefault("hostname", host)
+    out["hostname"] = str(out["hostname"]).lower()  # ssh.c lower-cases the host name once resolved
     out.setdefault("user", user)
     out.setdefault("port", "22")
     out.setdefault("identityfile", [f"~/.ssh/id_{k}" for k in ("rsa", "ecdsa", "ecdsa_sk", "ed25519",
@@ -265,8 +412,11 @@ def _fill_defaults(options: dict, host: str, user: str, home: str) -> dict:
     out.setdefault("globalknownhostsfile", "/etc/ssh/ssh_known_hosts /etc/ssh/ssh_known_hosts2")
     out.setdefault("stricthostkeychecking", "ask")
     out.setdefault("connecttimeout", "none")
-    if out.get("proxycommand") == "none" and "proxyjump" not in options:
-        out.pop("proxycommand")
+    # ssh's default: no keepalives, or every 300 s in BatchMode (readconf.c fill_default_options)
+    out.setdefault("serveraliveinterval", "300" if str(out.get("batchmode", "")).lower() in ("yes", "true") else "0")
+    for key in ("proxycommand", "proxyjump"):
+        if str(out.get(key, "")).lower() == "none":
+            out.pop(key)
     tokens = token_table(hostname=str(out["hostname"]), port=int(str(out["port"])), user=str(out["user"]),
                          original=host, alias=out.get("hostkeyalias"))  # type: ignore[arg-type]
     out["userknownhostsfile"] = " ".join(expand_path(p, tokens, "UserKnownHostsFile")

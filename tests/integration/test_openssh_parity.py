@@ -26,7 +26,7 @@ import pytest
 from sshd_fixture import SSHD, SSHAgent, make_key
 
 from devenv.config.profiles import SSHTarget
-from devenv.errors import ConnectError, DevenvError
+from devenv.errors import ConnectError, DevenvError, ProfileError
 from devenv.remote.pool import close_all
 from devenv.remote.ssh import SSHConnection
 
@@ -169,16 +169,26 @@ def compare(lab: Lab, d: Path, config: str, host: str, *, expect: bool, error: s
             os.environ[k] = v
     try:
         ssh_ok, ssh_err = ssh_outcome(cfg, host)
-        dev_ok, dev_err = devenv_outcome(host)
+        outcomes = {}
+        for resolver, no_client in (("ssh -G", None), ("built-in parser", "1")):
+            # both of devenv's resolvers: OpenSSH's `ssh -G`, and the parser used where no ssh client exists
+            if no_client:
+                os.environ["DEVENV_NO_SSH_CLIENT"] = no_client
+            try:
+                outcomes[resolver] = devenv_outcome(host)
+            finally:
+                os.environ.pop("DEVENV_NO_SSH_CLIENT", None)
     finally:
         for k in env or {}:
             os.environ.pop(k, None)
     assert ssh_ok == expect, f"ssh itself: expected {'success' if expect else 'failure'}; stderr: {ssh_err}"
-    assert dev_ok == ssh_ok, f"devenv differs from ssh (ssh ok={ssh_ok}): {dev_err and dev_err.message}"
-    if not expect:
-        assert isinstance(dev_err, ConnectError), dev_err
-        assert error.lower() in dev_err.message.lower(), (error, dev_err.message)
-    return dev_err
+    for resolver, (dev_ok, dev_err) in outcomes.items():
+        assert dev_ok == ssh_ok, (f"devenv ({resolver}) differs from ssh (ssh ok={ssh_ok}): "
+                                  f"{dev_err and dev_err.message}")
+        if not expect:
+            assert isinstance(dev_err, (ConnectError, ProfileError)), dev_err
+            assert error.lower() in dev_err.message.lower(), (resolver, error, dev_err.message)
+    return outcomes["ssh -G"][1]
 
 
 KH = "UserKnownHostsFile {kh}"
@@ -892,3 +902,266 @@ def test_non_root_user_whose_USER_differs(lab, case_dir):
     devenv_result = _as_user(user, run_devenv)
     assert ssh_result == (True, HOP_USER)
     assert devenv_result == ssh_result
+
+
+# --- the fidelity sweep: configs where devenv (one resolver or both) used to differ from ssh ---------------
+
+def test_userknownhostsfile_none_reads_no_user_file(lab, case_dir):
+    """`UserKnownHostsFile none`: ssh reads no user file, so a key known only in ~/.ssh/known_hosts is unknown
+    (devenv used to fall back to that file and connect)."""
+    (case_dir / "home" / ".ssh" / "known_hosts").write_text(known_line(lab.servers["a"]))
+    (case_dir / "global").write_text(known_line(lab.servers["b"]))
+    lab.values["d"] = str(case_dir)
+    config = """
+        Host khn-{which}
+          HostName 127.0.0.1
+          Port {{{which}_port}}
+          User root
+          IdentityFile {{key_main}}
+          UserKnownHostsFile none
+          GlobalKnownHostsFile {{d}}/global
+          StrictHostKeyChecking {strict}
+        """
+    compare(lab, case_dir, config.format(which="a", strict="yes"), "khn-a", expect=False, error="not known")
+    compare(lab, case_dir, config.format(which="b", strict="yes"), "khn-b", expect=True)  # the global file
+    # accept-new with nowhere to record the key: ssh refuses, and so does devenv
+    compare(lab, case_dir, config.format(which="a", strict="accept-new"), "khn-a", expect=False, error="none")
+
+
+def test_host_comma_is_part_of_the_pattern(lab, case_dir):
+    kh(lab, case_dir, "a")
+    config = """
+        Host cl-a,cl-b
+          HostName 127.0.0.1
+        Host cl-*
+          Port {a_port}
+          User root
+          IdentityFile {key_main}
+          UserKnownHostsFile {kh}
+          ConnectTimeout 5
+        """
+    compare(lab, case_dir, config, "cl-a", expect=False, error="cl-a")  # `cl-a` keeps its own name
+
+
+def test_host_patterns_are_case_sensitive_and_keywords_are_not(lab, case_dir):
+    kh(lab, case_dir, "a")
+    compare(lab, case_dir, """
+        Host case-a
+          Port 1
+        host CASE-A
+          HOSTNAME=127.0.0.1
+          pOrT = {a_port}
+          "User" "root"
+          IdentityFile="{key_main}"
+          userknownhostsfile {kh}
+        """, "CASE-A", expect=True)  # `Host case-a` (before) is not for CASE-A
+
+
+def test_proxyjump_none_leaves_a_later_proxycommand(lab, case_dir):
+    kh(lab, case_dir, "a")
+    compare(lab, case_dir, """
+        Host pjn
+          HostName 127.0.0.1
+          Port {a_port}
+          User root
+          IdentityFile {key_main}
+          UserKnownHostsFile {kh}
+          ProxyJump none
+          ProxyCommand sh -c 'echo "proxy in use" >&2; exit 4'
+        """, "pjn", expect=False, error="ProxyCommand")
+
+
+def test_match_final_pass_matches_host_against_the_hostname(lab, case_dir):
+    kh(lab, case_dir, "a")
+    compare(lab, case_dir, """
+        Host fp
+          HostName 127.0.0.1
+        Match final
+        Host 127.0.0.1
+          Port {a_port}
+          User root
+          IdentityFile {key_main}
+          UserKnownHostsFile {kh}
+        """, "fp", expect=True)
+
+
+def test_unknown_keyword_fails_like_ssh_naming_the_line(lab, case_dir):
+    kh(lab, case_dir, "a")
+    config = """
+        Host uk
+          HostName 127.0.0.1
+          Port {a_port}
+          User root
+          IdentityFile {key_main}
+          UserKnownHostsFile {kh}
+          {extra}
+          NoSuchOption yes
+        """
+    err = compare(lab, case_dir, config.replace("{extra}", ""), "uk", expect=False,
+                  error="Bad configuration option: nosuchoption")
+    assert "line 9" in err.message
+    compare(lab, case_dir, config.replace("{extra}", "IgnoreUnknown NoSuch*"), "uk", expect=True)
+
+
+def test_crlf_config_and_port_user_from_match(lab, case_dir):
+    kh(lab, case_dir, "a")
+    cfg = case_dir / "config"
+    text = lab.fmt("""
+        Host crlf
+          HostName 127.0.0.1
+          IdentityFile {key_main}
+          UserKnownHostsFile {kh}
+        Match host 127.0.0.1 originalhost crlf
+          Port {a_port}
+          User root
+        """).replace("\n", "\r\n")
+    compare(lab, case_dir, text.replace("{", "{{").replace("}", "}}"), "crlf", expect=True)
+    assert b"\r\n" in cfg.read_bytes()
+
+
+def test_identitiesonly_with_an_agent_holding_other_keys(lab, case_dir):
+    kh(lab, case_dir, "a")
+    config = """
+        Host io-{only}
+          HostName 127.0.0.1
+          Port {{a_port}}
+          User root
+          IdentityFile {{key_hop1}}
+          IdentitiesOnly {only}
+          UserKnownHostsFile {{kh}}
+        """
+    agent = {"SSH_AUTH_SOCK": str(lab.agent.socket_path)}  # it holds keys a accepts; hop1's it does not
+    compare(lab, case_dir, config.format(only="yes"), "io-yes", expect=False, error="refused every key", env=agent)
+    compare(lab, case_dir, config.format(only="no"), "io-no", expect=True, env=agent)
+
+
+def test_identityfile_several_times_the_second_is_accepted(lab, case_dir):
+    kh(lab, case_dir, "a")
+    compare(lab, case_dir, """
+        Host idf
+          HostName 127.0.0.1
+          Port {a_port}
+          User root
+          IdentityFile {key_hop1}
+          IdentityFile {key_hop2}
+        Host *
+          IdentityFile {key_main}
+          IdentitiesOnly yes
+          UserKnownHostsFile {kh}
+        """, "idf", expect=True)
+    assert "Accepted publickey for root" in lab.servers["a"].log_text()
+
+
+def test_hashknownhosts_accept_new_records_hashed_entries_on_both_sides(lab, case_dir):
+    for side in ("ssh", "devenv"):
+        (case_dir / f"kh-{side}").write_text("")
+    cfg = case_dir / "config"
+    template = lab.fmt("""
+        Host hk
+          HostName 127.0.0.1
+          Port {a_port}
+          User root
+          IdentityFile {key_main}
+          UserKnownHostsFile KH
+          StrictHostKeyChecking accept-new
+          HashKnownHosts yes
+        """)
+    cfg.write_text(template.replace("KH", str(case_dir / "kh-ssh")))
+    assert ssh_outcome(cfg, "hk")[0]
+    cfg.write_text(template.replace("KH", str(case_dir / "kh-devenv")))
+    assert devenv_outcome("hk") == (True, None)
+    for side in ("ssh", "devenv"):
+        text = (case_dir / f"kh-{side}").read_text()
+        assert text.startswith("|1|") and f"127.0.0.1]:{lab.servers['a'].port}" not in text
+    # each side reads the other's hashed line
+    cfg.write_text(template.replace("KH", str(case_dir / "kh-ssh")).replace("accept-new", "yes"))
+    assert ssh_outcome(cfg, "hk")[0] and devenv_outcome("hk") == (True, None)
+
+
+def test_addkeystoagent_is_left_to_ssh(lab, case_dir):
+    """Deliberate difference: `AddKeysToAgent yes` makes ssh load the key it used into the agent; devenv never
+    changes the user's agent (it connects all the same)."""
+    kh(lab, case_dir, "a")
+    with SSHAgent(case_dir / "agent2") as agent:
+        env = {"SSH_AUTH_SOCK": str(agent.socket_path)}
+        config = """
+            Host ak
+              HostName 127.0.0.1
+              Port {a_port}
+              User root
+              IdentityFile {key_main}
+              UserKnownHostsFile {kh}
+              AddKeysToAgent yes
+            """
+
+        def agent_keys() -> str:
+            return subprocess.run(["ssh-add", "-l"], env={**os.environ, **env}, capture_output=True,
+                                  text=True).stdout
+        (case_dir / "config").write_text(lab.fmt(config))
+        os.environ.update(env)
+        try:
+            assert devenv_outcome("ak") == (True, None)
+            assert "test-main" not in agent_keys()
+            assert ssh_outcome(case_dir / "config", "ak")[0]
+            assert "test-main" in agent_keys()
+        finally:
+            os.environ.pop("SSH_AUTH_SOCK", None)
+
+
+def _on_a_terminal(fn) -> str:
+    """Run fn() in a child whose stdin/stdout/stderr are a new pty; answer any prompt with an empty line and
+    return everything the child wrote there (its last line: fn's verdict)."""
+    import pty
+    import select
+
+    pid, fd = pty.fork()
+    if pid == 0:  # child
+        try:
+            os.write(1, f"VERDICT {fn()}\n".encode())  # fd 1 is the pty (pytest captures sys.stdout)
+        finally:
+            os._exit(0)
+    out, deadline = b"", time.monotonic() + 60
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([fd], [], [], 0.5)
+        if not ready:
+            continue
+        try:
+            chunk = os.read(fd, 4096)
+        except OSError:
+            break
+        if not chunk:
+            break
+        out += chunk
+        if b"passphrase" in chunk.lower():
+            os.write(fd, b"\n")
+    os.waitpid(pid, 0)
+    return out.decode(errors="replace")
+
+
+def test_batchmode_never_asks_for_a_passphrase_even_on_a_terminal(lab, case_dir):
+    """ssh with BatchMode yes does not prompt on a terminal; devenv used to ask for the key's passphrase."""
+    kh(lab, case_dir, "a")
+    cfg = case_dir / "config"
+    cfg.write_text(lab.fmt("""
+        Host bm
+          HostName 127.0.0.1
+          Port {a_port}
+          User root
+          IdentityFile {key_enc}
+          IdentitiesOnly yes
+          IdentityAgent none
+          UserKnownHostsFile {kh}
+          BatchMode yes
+        """))
+
+    def by_ssh():
+        return subprocess.run(["ssh", "-F", str(cfg), "bm", "true"], timeout=30).returncode
+
+    def by_devenv():
+        ok, err = devenv_outcome("bm")
+        return f"{ok} {err and err.message}"
+
+    ssh_out, devenv_out = _on_a_terminal(by_ssh), _on_a_terminal(by_devenv)
+    assert "VERDICT 255" in ssh_out and "passphrase for key" not in ssh_out.lower(), ssh_out
+    assert "Enter passphrase" not in devenv_out, devenv_out
+    assert "VERDICT False" in devenv_out and "BatchMode yes" in devenv_out, devenv_out
