@@ -154,6 +154,22 @@ def no_images(host: HostProfile) -> DevenvError:
                        "image build is for hosts with `runtime: docker`")
 
 
+def pick_free_gpus(ask: str, options: UpOptions, events: Events) -> str | None:
+    """For `gpus: N` (free:N): the indices picked now by options.pick_gpus ("1,3"), said as a step; None for any
+    other ask (all, none, named indices), which is taken as written."""
+    from devenv.gpu import choose as gpu_choose
+
+    count = gpu_choose.count_of(ask)
+    if count is None:
+        return None
+    if options.pick_gpus is None:
+        raise DevenvError(f"the environment asks for {count} free GPU(s), and nothing here can pick them",
+                          "name the GPUs in the profile (gpus: [0, 1]) or use `devenv up`")
+    chosen = options.pick_gpus(count)
+    events.step(f"Picked GPU {chosen} ({gpu_choose.describe_ask(ask)})")
+    return chosen
+
+
 def preflight(check: Check | None, host: HostProfile, env: EnvProfile, events: Events) -> None:
     """The check before `up` makes anything: reported through events; a failed one stops `up`."""
     if check is None:

@@ -20,7 +20,6 @@ from devenv.env import state as envstate
 from devenv.env.image_context import BuildInputs
 from devenv.env.info import EnvStatus, ImageInfo, ProgressEvent
 from devenv.errors import DevenvError
-from devenv.gpu import choose as gpu_choose
 from devenv.services import jupyter
 from devenv.services.backend import (
     Check,
@@ -34,6 +33,7 @@ from devenv.services.backend import (
     UpOptions,
     UpResult,
     no_images,
+    pick_free_gpus,
     preflight,
 )
 
@@ -113,7 +113,8 @@ class HostProvisioner:
         elif current:
             action = "started"  # it ran before (a reboot, a crash, an interrupted up): start it again
 
-        gpus = self._pick_gpus(env, options, events)
+        # no device cgroup on a bare host: the choice becomes CUDA_VISIBLE_DEVICES (see the runtime)
+        gpus = pick_free_gpus(env.gpus, options, events) or env.gpus
         token = (self.runtime.read_token(key) if current else None) or jupyter.new_token()
         self.runtime.prepare(key, token)
         events.step(f"Starting Jupyter with {self.host.python} on {self.host.name}'s loopback"
@@ -131,19 +132,6 @@ class HostProvisioner:
             result.notes.append(f"127.0.0.1:{spec['port']} is taken on {self.host.name}; "
                                 f"Jupyter listens on {launched['port']} instead")
         return result
-
-    def _pick_gpus(self, env: EnvProfile, options: UpOptions, events: Events) -> str:
-        """The GPUs this Jupyter and its kernels may see (all | none | "1,3"): on a bare host there is no
-        device cgroup, so the choice is CUDA_VISIBLE_DEVICES in nvidia-smi's order (see the runtime)."""
-        count = gpu_choose.count_of(env.gpus)
-        if count is None:
-            return env.gpus
-        if options.pick_gpus is None:
-            raise DevenvError(f"the environment asks for {count} free GPU(s), and nothing here can pick them",
-                              "name the GPUs in the profile (gpus: [0, 1]) or use `devenv up`")
-        chosen = options.pick_gpus(count)
-        events.step(f"Picked GPU {chosen} ({gpu_choose.describe_ask(env.gpus)})")
-        return chosen
 
     def _wait(self, state: dict, options: UpOptions, events: Events) -> float:
         port = state["port"]

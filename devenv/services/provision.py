@@ -44,6 +44,7 @@ from devenv.services.backend import (
     Traits,
     UpOptions,
     UpResult,
+    pick_free_gpus,
     preflight,
 )
 from devenv.services.env_connection import ContainerConnection
@@ -174,7 +175,7 @@ class Provisioner:
             volumes[role] = mine[0] if mine else envspec.volume_name(self.owner, env.name, role)
             if self.runtime.ensure_volume(volumes[role], self._volume_labels(env.name, role)):
                 events.step(f"Created volume {volumes[role]}")
-        chosen = self._pick_gpus(spec, options, events)
+        chosen = pick_free_gpus(str(spec["gpus"]), options, events)
         container, token, notes = self._create_and_start(env, spec, public_key, events, chosen, volumes, network)
         self._wait(env, container, options, events)
         result = self._result(env, container, action, token, started, image_action)
@@ -206,17 +207,6 @@ class Provisioner:
                                   f"{real}, and the host path {problem}", "bind a data folder of the host")
             events.step(f"Mounting {self.host.name}:{real} at {mount.target}" + (" (read-only)" if mount.readonly
                                                                                  else ""))
-
-    def _pick_gpus(self, spec: dict, options: UpOptions, events: Events) -> str | None:
-        count = gpu_choose.count_of(str(spec["gpus"]))
-        if count is None:
-            return None
-        if options.pick_gpus is None:
-            raise DevenvError(f"the environment asks for {count} free GPU(s), and nothing here can pick them",
-                              "name the GPUs in the profile (gpus: [0, 1]) or use `devenv up`")
-        chosen = options.pick_gpus(count)
-        events.step(f"Picked GPU {chosen} ({gpu_choose.describe_ask(str(spec['gpus']))})")
-        return chosen
 
     def _ensure_network(self, env_name: str, events: Events) -> str:
         """The environment's own bridge network (found by its labels, else made): only the published ports
