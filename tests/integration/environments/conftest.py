@@ -15,6 +15,8 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -228,3 +230,52 @@ def host_python(tmp_path_factory) -> str:
                          text=True, timeout=600)
     assert pip.returncode == 0, pip.stderr
     return str(venv / "bin" / "python")
+
+
+# --- a GPU host of two replayed H200s on an sshd of our own, GPU 0 held by a real `sleep` (someone else's job) --
+REPLAY_UUID0 = "GPU-35c64b04-2d7b-9f48-2883-3f9d4b9d7f59"
+
+
+@dataclass
+class ReplayGpuHost:
+    home: Path                  # the laptop's DEVENV_HOME: profiles/hosts/<name>.yaml is written, envs/ is empty
+    other_pid: int              # the process nvidia-smi lists on GPU 0
+    environ: dict[str, str]
+
+    def devenv(self, *args: str) -> subprocess.CompletedProcess:
+        done = subprocess.run([sys.executable, "-m", "devenv", *args], capture_output=True, text=True,
+                              timeout=300, env=self.environ, cwd=REPO, input="")
+        assert "Traceback" not in done.stderr, done.stderr
+        return done
+
+
+@contextmanager
+def replay_gpu_host(tmp_path: Path, name: str, profile_tail: str) -> Iterator[ReplayGpuHost]:
+    """The host profile `name` (ssh to the replay sshd, then profile_tail) in a fresh DEVENV_HOME; nvidia-smi is
+    tests/replay's H200 recording held at a tick where GPU 0 is under load and GPU 1 idle."""
+    from monitor_helpers import replay_sshd
+    from sshd_fixture import make_key
+
+    other = subprocess.Popen(["sleep", "600"])
+    try:
+        apps = tmp_path / "apps.csv"
+        apps.write_text(f"{other.pid}, python3, 1130, {REPLAY_UUID0}\n")
+        key = make_key(tmp_path / "id_ed25519")
+        home = tmp_path / "home"
+        (home / "profiles" / "hosts").mkdir(parents=True)
+        (home / "profiles" / "envs").mkdir(parents=True)
+        environ = {k: v for k, v in os.environ.items() if not k.startswith("DEVENV_") and k != "SSH_AUTH_SOCK"}
+        environ.update({"DEVENV_HOME": str(home), "DEVENV_KNOWN_HOSTS": str(home / "known_hosts"),
+                        "DEVENV_SSH_CONFIG": str(home / "ssh_config"), "DEVENV_OWNER": "t",
+                        "PYTHONUNBUFFERED": "1"})
+        server = replay_sshd(tmp_path / "sshd", key, env={"REPLAY_GPUS": "2", "REPLAY_TICK": "30",
+                                                           "REPLAY_APPS": str(apps)})
+        with server:
+            (home / "known_hosts").write_text(server.known_hosts_line())
+            (home / "profiles" / "hosts" / f"{name}.yaml").write_text(
+                f"ssh:\n  hostname: 127.0.0.1\n  port: {server.port}\n  user: root\n  identity_file: {key.path}\n"
+                f"  connect_timeout: 5\n{profile_tail}")
+            yield ReplayGpuHost(home, other.pid, environ)
+    finally:
+        other.kill()
+        other.wait()

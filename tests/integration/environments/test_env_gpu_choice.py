@@ -12,20 +12,16 @@ spec of our own stands in for nvidia-ctk's (no GPU here), its devices marking th
 from __future__ import annotations
 
 import json
-import os
 import secrets
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO, slim_profile
-from monitor_helpers import replay_sshd
-from sshd_fixture import free_port, make_key
+from conftest import replay_gpu_host, slim_profile
+from sshd_fixture import free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 IMAGE = "devenv-test/pytorch:slim"   # built on podman by the podman_slim_image fixture (conftest.py)
-UUID0 = "GPU-35c64b04-2d7b-9f48-2883-3f9d4b9d7f59"
 CDI = """\
 cdiVersion: "0.3.0"
 kind: nvidia.com/gpu
@@ -56,36 +52,14 @@ def gpubox(tmp_path, testhost, podman_slim_image):
     cdi = Path("/etc/cdi") / f"devenv-test-{token}.yaml"
     cdi.parent.mkdir(exist_ok=True)
     cdi.write_text(CDI.format(token=token))
-    other = subprocess.Popen(["sleep", "600"])                      # someone else's job, on GPU 0
-    apps = tmp_path / "apps.csv"
-    apps.write_text(f"{other.pid}, python3, 1130, {UUID0}\n")
-    key = make_key(tmp_path / "id_ed25519")
-    home = tmp_path / "home"
-    (home / "profiles" / "hosts").mkdir(parents=True)
-    (home / "profiles" / "envs").mkdir(parents=True)
-    environ = {k: v for k, v in os.environ.items() if not k.startswith("DEVENV_") and k != "SSH_AUTH_SOCK"}
-    environ.update({"DEVENV_HOME": str(home), "DEVENV_KNOWN_HOSTS": str(home / "known_hosts"),
-                    "DEVENV_SSH_CONFIG": str(home / "ssh_config"), "DEVENV_OWNER": "t", "PYTHONUNBUFFERED": "1"})
-    server = replay_sshd(tmp_path / "sshd", key, env={"REPLAY_GPUS": "2", "REPLAY_TICK": "30",
-                                                       "REPLAY_APPS": str(apps)})
-    with server:
-        (home / "known_hosts").write_text(server.known_hosts_line())
-        (home / "profiles" / "hosts" / "gpubox.yaml").write_text(
-            f"ssh:\n  hostname: 127.0.0.1\n  port: {server.port}\n  user: root\n  identity_file: {key.path}\n"
-            "  connect_timeout: 5\nruntime: docker\nengine: podman\n")
+    with replay_gpu_host(tmp_path, "gpubox", "runtime: docker\nengine: podman\n") as box:
         name = f"gpu-{token}"
         for env, gpus in ((name, "1"), (f"{name}-2", "2")):
             profile = slim_profile(image=IMAGE, ports={"jupyter": free_port(), "ssh": free_port()})
-            (home / "profiles" / "envs" / f"{env}.yaml").write_text(profile.replace("gpus: none", f"gpus: {gpus}"))
-
-        def devenv(*args: str) -> subprocess.CompletedProcess:
-            done = subprocess.run([sys.executable, "-m", "devenv", *args], capture_output=True, text=True,
-                                  timeout=300, env=environ, cwd=REPO, input="")
-            assert "Traceback" not in done.stderr, done.stderr
-            return done
-
+            (box.home / "profiles" / "envs" / f"{env}.yaml").write_text(
+                profile.replace("gpus: none", f"gpus: {gpus}"))
         try:
-            yield devenv, name, other.pid, token
+            yield box.devenv, name, box.other_pid, token
         finally:
             for c in podman("ps", "-a", "--filter", f"label=org.devenv.env={name}", "--format", "{{.Names}}"
                             ).stdout.split():
@@ -93,8 +67,6 @@ def gpubox(tmp_path, testhost, podman_slim_image):
             for v in podman("volume", "ls", "-q", "--filter", f"label=org.devenv.env={name}").stdout.split():
                 podman("volume", "rm", "-f", v)
             cdi.unlink()
-            other.kill()
-            other.wait()
 
 
 def test_up_takes_the_free_gpu_records_it_and_refuses_when_too_few_are_free(gpubox):

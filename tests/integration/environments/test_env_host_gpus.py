@@ -11,18 +11,13 @@ compute-apps list a real `sleep` of this machine on GPU 0 (someone else's job).
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO
-from monitor_helpers import replay_sshd
-from sshd_fixture import free_port, make_key
+from conftest import replay_gpu_host
+from sshd_fixture import free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
-UUID0 = "GPU-35c64b04-2d7b-9f48-2883-3f9d4b9d7f59"
 
 
 def environ_of(pid: int) -> dict[str, str]:
@@ -32,44 +27,19 @@ def environ_of(pid: int) -> dict[str, str]:
 
 @pytest.fixture
 def bare_gpubox(tmp_path, host_python):
-    other = subprocess.Popen(["sleep", "600"])                      # someone else's job, on GPU 0
-    apps = tmp_path / "apps.csv"
-    apps.write_text(f"{other.pid}, python3, 1130, {UUID0}\n")
-    key = make_key(tmp_path / "id_ed25519")
-    home = tmp_path / "home"
-    (home / "profiles" / "hosts").mkdir(parents=True)
-    (home / "profiles" / "envs").mkdir(parents=True)
-    environ = {k: v for k, v in os.environ.items() if not k.startswith("DEVENV_") and k != "SSH_AUTH_SOCK"}
-    environ.update({"DEVENV_HOME": str(home), "DEVENV_KNOWN_HOSTS": str(home / "known_hosts"),
-                    "DEVENV_SSH_CONFIG": str(home / "ssh_config"), "DEVENV_OWNER": "t", "PYTHONUNBUFFERED": "1"})
-    server = replay_sshd(tmp_path / "sshd", key, env={"REPLAY_GPUS": "2", "REPLAY_TICK": "30",
-                                                       "REPLAY_APPS": str(apps)})
-    with server:
-        (home / "known_hosts").write_text(server.known_hosts_line())
-        (home / "profiles" / "hosts" / "bare.yaml").write_text(
-            f"ssh:\n  hostname: 127.0.0.1\n  port: {server.port}\n  user: root\n  identity_file: {key.path}\n"
-            f"  connect_timeout: 5\nruntime: host\npython: {host_python}\n")
+    with replay_gpu_host(tmp_path, "bare", f"runtime: host\npython: {host_python}\n") as box:
         for env, gpus in (("one", "1"), ("two", "2"), ("fixed", "[0]")):
-            (home / "profiles" / "envs" / f"{env}.yaml").write_text(
+            (box.home / "profiles" / "envs" / f"{env}.yaml").write_text(
                 f"image: devenv/pytorch:unused-on-a-bare-host\ngpus: {gpus}\nports:\n  jupyter: {free_port()}\n")
-
-        def devenv(*args: str) -> subprocess.CompletedProcess:
-            done = subprocess.run([sys.executable, "-m", "devenv", *args], capture_output=True, text=True,
-                                  timeout=300, env=environ, cwd=REPO, input="")
-            assert "Traceback" not in done.stderr, done.stderr
-            return done
-
         try:
-            yield devenv, other.pid, server
+            yield box.devenv, box.other_pid
         finally:
             for env in ("one", "two", "fixed"):
-                devenv("down", "bare", "--env", env, "--purge", "--yes")
-            other.kill()
-            other.wait()
+                box.devenv("down", "bare", "--env", env, "--purge", "--yes")
 
 
 def test_bare_host_env_sees_only_the_gpu_it_was_given(bare_gpubox):
-    devenv, other_pid, _ = bare_gpubox
+    devenv, other_pid = bare_gpubox
     up = devenv("up", "bare", "--env", "one", "--detach", "--json")
     assert up.returncode == 0, up.stderr
     assert "Picked GPU 1 (1 free GPU)" in up.stderr
