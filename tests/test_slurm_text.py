@@ -121,3 +121,20 @@ def test_versions():
     assert slurm_text.parse_version(read("sinfo_version.txt")) == "22.05.8"
     assert slurm_text.parse_version("slurm 23.11.4\n") == "23.11.4"
     assert slurm_text.parse_version("bash: sinfo: command not found") is None
+
+
+def test_a_job_still_completing_after_its_time_limit_is_reported_as_a_time_limit():
+    # What CI's squeue showed for a time-limited job a moment after the limit (stop 19's failed run): the
+    # state is still COMPLETING, the reason already says TimeLimit
+    line = "5|devenv-stime-lim-825d|COMPLETING|TimeLimit|node1|0:00|2026-12-02T03:29:10|2:00|1|debug|devenv:x"
+    job, = slurm_text.parse_jobs(line)
+    assert job.phase == "ending" and job.outcome == "TIMEOUT"
+    assert job.end_text() == "TIMEOUT: it reached its time limit (Slurm still says COMPLETING, reason TimeLimit)"
+
+
+def test_a_job_ending_for_no_known_reason_says_it_is_ending_not_that_it_ended_somehow():
+    job, = slurm_text.parse_jobs("6|devenv-a|COMPLETING|None|node1|0:00|N/A|2:00|1|debug|devenv:x")
+    assert job.outcome == "COMPLETING"
+    assert job.end_text() == "COMPLETING: it is ending (Slurm is stopping its processes)"
+    ended, = slurm_text.parse_jobs("7|devenv-a|TIMEOUT|TimeLimit|node1|0:00|N/A|2:00|1|debug|devenv:x")
+    assert ended.outcome == "TIMEOUT" and ended.end_text() == "TIMEOUT: it reached its time limit (TimeLimit)"

@@ -37,6 +37,17 @@ END_WORDS = {
     "REVOKED": "a sibling cluster took it (federation)",
 }
 
+# While a job is COMPLETING, squeue's state is not yet its outcome, but its reason already says what ended it
+# (`man squeue`, JOB REASON CODES: the reasons a running job ends with).
+ENDING_REASON_OUTCOMES = {
+    "TimeLimit": "TIMEOUT",
+    "NodeDown": "NODE_FAIL",
+    "NonZeroExitCode": "FAILED",
+    "JobLaunchFailure": "FAILED",
+    "OutOfMemory": "OUT_OF_MEMORY",
+    "DeadLine": "DEADLINE",
+}
+
 # Pending reasons that will never clear by waiting (the job can never run as asked): fail fast, and cancel.
 # From `man squeue`, JOB REASON CODES.
 HOPELESS_REASONS = {
@@ -114,10 +125,28 @@ class Job:
         text = f"{reason} ({words})" if words else reason
         return text + (f", estimated start {self.start}" if self.start else ", no estimated start yet")
 
+    @property
+    def outcome(self) -> str:
+        """How the job ended (TIMEOUT, NODE_FAIL, ...): its state, or while it is still COMPLETING the state its
+        reason implies (a time limit is seen as COMPLETING/TimeLimit for a few seconds before TIMEOUT)."""
+        if self.phase == "ending" and self.reason in ENDING_REASON_OUTCOMES:
+            return ENDING_REASON_OUTCOMES[self.reason]
+        return self.state
+
     def end_text(self) -> str:
-        words = END_WORDS.get(self.state, "it ended")
-        return f"{self.state}: {words}" + (f" ({self.reason})" if self.reason and self.reason not in ("None",)
-                                           and self.state not in ("CANCELLED", "COMPLETED") else "")
+        """'TIMEOUT: it reached its time limit (TimeLimit)'; a job still ending says so."""
+        outcome = self.outcome
+        if outcome in END_WORDS:
+            words = END_WORDS[outcome]
+        elif self.phase == "ending":
+            words = "it is ending (Slurm is stopping its processes)"
+        else:
+            words = "it ended"
+        reason = self.reason if self.reason and self.reason != "None" and outcome not in ("CANCELLED",
+                                                                                          "COMPLETED") else None
+        if outcome != self.state:
+            reason = f"Slurm still says {self.state}, reason {reason}"
+        return f"{outcome}: {words}" + (f" ({reason})" if reason else "")
 
 
 def _na(value: str) -> str | None:

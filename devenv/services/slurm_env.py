@@ -343,7 +343,7 @@ class SlurmEnvironments:
                            "is kept)",
                 "NODE_FAIL": "the node failed; `devenv up` starts a new job on a healthy node",
                 "PREEMPTED": "a higher-priority job took the node; `devenv up` queues a new job"}
-        return JobEnded(message, hint.get(job.state, f"`devenv up {self.host.name}` starts a new job"))
+        return JobEnded(message, hint.get(job.outcome, f"`devenv up {self.host.name}` starts a new job"))
 
     def _log_says_running(self, env_name: str, job_id: str, wait_s: float = 0.0) -> bool:
         """Whether the job's log has Jupyter's "is running at" line, waiting up to wait_s for it on the login
