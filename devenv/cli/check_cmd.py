@@ -6,7 +6,7 @@ import click
 
 from devenv.checks.report import CheckReport
 from devenv.cli import main
-from devenv.cli.common import EXIT_FAILED, accept_new_host_option, env_option, host_names, per_host, worst_exit_code
+from devenv.cli.common import EXIT_FAILED, accept_new_host_option, env_option, finish_per_host, host_names, per_host
 from devenv.cli.render import emit_json, print_checks
 from devenv.services.session import open_env
 
@@ -44,20 +44,4 @@ def check(hosts: tuple[str, ...], env: str | None, accept_new_host: bool, as_jso
         click.echo(f"Checking {', '.join(names)}...", err=True)
     results = per_host(names, lambda n: _check_one(n, env, accept_new_host))
     codes = [err.exit_code if err else (0 if report.ok else EXIT_FAILED) for _, report, err in results]
-    if as_json:
-        emit_json({"schema_version": 1, "hosts": {
-            name: report.to_dict() if report else {"error": err.message, "hint": err.hint,
-                                                    "exit_code": err.exit_code}
-            for name, report, err in results}})
-    else:
-        for name, report, err in results:
-            click.secho(f"== {name}", bold=True)
-            if report is not None:
-                print_checks(report)
-            elif err is not None:
-                click.secho(f"Error: {err.message}", fg="red")
-                if err.hint:
-                    click.secho(f"Hint: {err.hint}", fg="yellow")
-    code = worst_exit_code(codes)
-    if code:
-        raise SystemExit(code)
+    finish_per_host(results, codes, as_json, lambda report: report.to_dict(), print_checks)

@@ -14,6 +14,7 @@ from typing import TypeVar
 
 import click
 
+from devenv.cli.render import emit_json
 from devenv.config import hostref
 from devenv.config.profiles import HostProfile
 from devenv.errors import DevenvError
@@ -72,6 +73,32 @@ def worst_exit_code(codes: list[int]) -> int:
         if code in failing:
             return code
     return max(failing, default=EXIT_OK)
+
+
+def finish_per_host(results: list[tuple[str, T | None, DevenvError | None]], codes: list[int], as_json: bool,
+                    to_dict: Callable[[T], dict], print_one: Callable[[T], None]) -> None:
+    """The end of a command run on several hosts (check, sanity): a JSON object keyed by host, or a block per
+    host (its result, or its error and hint), then the most telling exit code."""
+    if as_json:
+        emit_json({"schema_version": 1, "hosts": {name: to_dict(r) if r is not None else _error_dict(err)
+                                                  for name, r, err in results}})
+    else:
+        for name, r, err in results:
+            click.secho(f"== {name}", bold=True)
+            if r is not None:
+                print_one(r)
+            elif err is not None:
+                click.secho(f"Error: {err.message}", fg="red")
+                if err.hint:
+                    click.secho(f"Hint: {err.hint}", fg="yellow")
+    code = worst_exit_code(codes)
+    if code:
+        raise SystemExit(code)
+
+
+def _error_dict(err: DevenvError | None) -> dict:
+    assert err is not None          # per_host gives a result or an error for every host
+    return {"error": err.message, "hint": err.hint, "exit_code": err.exit_code}
 
 
 def per_host(names: list[str], work: Callable[[str], T]) -> list[tuple[str, T | None, DevenvError | None]]:

@@ -8,11 +8,11 @@ from devenv.cli import main
 from devenv.cli.common import (
     accept_new_host_option,
     env_option,
+    finish_per_host,
     gpus_option,
     host_names,
     load_host,
     per_host,
-    worst_exit_code,
 )
 from devenv.cli.render import STATUS_STYLE, emit_json, print_result
 from devenv.config import validate
@@ -137,22 +137,7 @@ def _sanity_group(names, suite, env, python, on_host, only, inject, no_save, as_
         click.echo(f"Running the {suite} sanity suite on {', '.join(names)}...", err=True)
     results = per_host(names, one)
     codes = [err.exit_code if err else EXIT_OF.get(r.verdict.status, 0) for _, r, err in results]
-    if as_json:
-        emit_json({"schema_version": 1, "hosts": {
-            name: r.to_dict() if r else {"error": err.message, "hint": err.hint, "exit_code": err.exit_code}
-            for name, r, err in results}})
-    else:
-        for name, r, err in results:
-            click.secho(f"== {name}", bold=True)
-            if r is not None:
-                _print_summary(r)
-            elif err is not None:
-                click.secho(f"Error: {err.message}", fg="red")
-                if err.hint:
-                    click.secho(f"Hint: {err.hint}", fg="yellow")
-    code = worst_exit_code(codes)
-    if code:
-        raise SystemExit(code)
+    finish_per_host(results, codes, as_json, lambda r: r.to_dict(), _print_summary)
 
 
 def _live_printer():
