@@ -24,12 +24,16 @@ import time
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from devenv.config import paths
 from devenv.config.profiles import HostProfile
 from devenv.errors import ConnectError, DevenvError
 from devenv.remote import openssh
 from devenv.remote.base import Connection
+
+if TYPE_CHECKING:
+    from devenv.remote.sshlib import paramiko
 
 READY_TIMEOUT = 20.0
 _ALIAS_SAFE = re.compile(r"[^A-Za-z0-9._-]")
@@ -248,10 +252,11 @@ class OpenSSHTunnel:
                     pass  # the master is going away; its forwards go with it
 
 
-class ParamikoTunnel:
-    """Forwards on devenv's own SSH transport: a listener thread each, two pump threads per connection."""
+class LoopbackForwarder:
+    """Listeners on the laptop's 127.0.0.1, one per forward; each accepted connection gets a channel of
+    devenv's SSH transport (what kind: `_open`, per subclass) and two pump threads. Never binds 0.0.0.0."""
 
-    kind = "paramiko"
+    kind = "forwarder"
 
     def __init__(self, conn: Connection, forwards: list[Forward]):
         self.conn = conn
@@ -265,7 +270,11 @@ class ParamikoTunnel:
             listener.listen(64)
             self._listeners.append(listener)
             threading.Thread(target=self._accept_loop, args=(listener, f), daemon=True,
-                             name=f"tunnel-{f.name}").start()
+                             name=f"{self.kind}-{f.name}").start()
+
+    def _open(self, transport: paramiko.Transport, peer: tuple[str, int], f: Forward) -> paramiko.Channel:
+        """The channel that carries one accepted connection to what `f` names."""
+        raise NotImplementedError
 
     def _accept_loop(self, listener: socket.socket, f: Forward) -> None:
         while not self._closed.is_set():
@@ -280,7 +289,7 @@ class ParamikoTunnel:
         try:
             transport = transport_of(self.conn)
             no_delay(transport.sock)
-            channel = transport.open_channel("direct-tcpip", (f.remote_host, f.remote_port), peer, timeout=15)
+            channel = self._open(transport, peer, f)
         except Exception:  # the remote end refused or the connection is gone: drop this client only
             client.close()
             return
@@ -293,9 +302,21 @@ class ParamikoTunnel:
         self._closed.set()
         for listener in self._listeners:
             try:
-                listener.close()
+                # shutdown first: close() alone leaves the port listening while a thread is blocked in accept()
+                # (the kernel socket outlives the fd), and the next client would still be served
+                listener.shutdown(socket.SHUT_RDWR)
             except OSError:
                 pass
+            listener.close()
+
+
+class ParamikoTunnel(LoopbackForwarder):
+    """Forwards on devenv's own SSH transport (direct-tcpip), for when `ssh` is not installed."""
+
+    kind = "paramiko"
+
+    def _open(self, transport: paramiko.Transport, peer: tuple[str, int], f: Forward) -> paramiko.Channel:
+        return transport.open_channel("direct-tcpip", (f.remote_host, f.remote_port), peer, timeout=15)
 
 
 def open_tunnel(host: HostProfile, conn: Connection, forwards: list[Forward], prefer_openssh: bool = True):

@@ -17,6 +17,7 @@ import pytest
 from devenv.config import hostref
 from devenv.errors import ConnectError
 from devenv.remote import tunnels
+from devenv.remote.pool import get_connection
 from devenv.remote.tunnels import Forward, free_port, open_tunnel
 
 pytestmark = pytest.mark.integration
@@ -142,3 +143,21 @@ def _outside_address() -> str:
     if address.startswith("127."):
         pytest.skip("this machine has no non-loopback address to try")
     return address
+
+
+def test_without_openssh_the_paramiko_fallback_forwards_on_devenv_s_own_connection(use_testhost, monkeypatch):
+    monkeypatch.setenv("DEVENV_TUNNEL", "paramiko")
+    host = hostref.load_host("testbox")
+    conn = get_connection(host)
+    try:
+        tunnel = open_tunnel(host, conn, [Forward("a", "127.0.0.1", 2201, free_port()),
+                                          Forward("b", "127.0.0.1", 2201, free_port())])
+        assert tunnel.kind == "paramiko" and tunnel.alive()
+        for f in tunnel.forwards:
+            assert banner(f.local_port).startswith("SSH-2.0-")
+        tunnel.close()
+        assert not tunnel.alive()
+        with pytest.raises(OSError):     # closed means closed: it used to serve one more client (accept() blocked)
+            banner(tunnel.forwards[0].local_port)
+    finally:
+        conn.close()
