@@ -11,6 +11,8 @@ import re
 import shlex
 from dataclasses import asdict, dataclass, field
 
+from devenv.env import jupyter_scripts
+
 NAME_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]{0,63}")            # partition, account, qos, gpu type
 # Slurm's time formats: M, M:S, H:M:S, D-H, D-H:M, D-H:M:S (man sbatch, --time)
 TIME_RE = re.compile(r"\d{1,6}(:\d{1,2}){0,2}|\d{1,4}-\d{1,2}(:\d{1,2}){0,2}")
@@ -200,15 +202,7 @@ def batch_script(python: str, launcher: str, env_dir: str, workspace: str, prefe
 LAUNCHER = r'''"""devenv: start Jupyter for this Slurm job on this node's loopback (written by devenv; edits are lost)."""
 import json, os, socket, sys, time
 d, workspace, preferred = sys.argv[1], sys.argv[2], int(sys.argv[3])
-def free(port):
-    s = socket.socket()
-    try:
-        s.bind(("127.0.0.1", port)); return s.getsockname()[1]
-    except OSError:
-        return None
-    finally:
-        s.close()
-port = free(preferred) or free(0)
+''' + jupyter_scripts.FREE_PORT + r'''port = free(preferred) or free(0)
 os.makedirs(workspace, exist_ok=True)
 job = os.environ.get("SLURM_JOB_ID", "0")
 state = {"job_id": job, "node": os.environ.get("SLURMD_NODENAME") or socket.gethostname(), "port": port,

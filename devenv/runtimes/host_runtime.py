@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from typing import Any, cast
 
 from devenv.config.profiles import HostProfile
+from devenv.env import jupyter_scripts
 from devenv.errors import CommandFailed, DevenvError
 from devenv.remote.base import Connection, Result
 
@@ -48,15 +49,7 @@ environ = dict(os.environ)
 gpus = state.get("gpus", "all")
 if gpus != "all":
     environ.update(CUDA_DEVICE_ORDER="PCI_BUS_ID", CUDA_VISIBLE_DEVICES="" if gpus == "none" else gpus)
-def free(port):
-    s = socket.socket()
-    try:
-        s.bind(("127.0.0.1", port)); return s.getsockname()[1]
-    except OSError:
-        return None
-    finally:
-        s.close()
-port = free(preferred) or free(0)
+""" + jupyter_scripts.FREE_PORT + r"""port = free(preferred) or free(0)
 os.makedirs(workspace, exist_ok=True)
 log = open(os.path.join(d, "jupyter.log"), "ab")
 proc = subprocess.Popen([python, "-m", "jupyterlab", "--config=" + os.path.join(d, "jupyter_server_config.py"),
@@ -93,14 +86,7 @@ for path in sorted(glob.glob(os.path.expanduser(sys.argv[1]) + "/*/state.json"))
 print(json.dumps(out))
 """
 
-_PROBE = r"""
-import json, sys, urllib.request
-try:
-    with urllib.request.urlopen("http://127.0.0.1:%s/api" % sys.argv[1], timeout=2) as r:
-        print("jupyter ok: jupyter-server", json.load(r).get("version", "?"))
-except Exception as e:
-    print("jupyter down: %s: %s" % (type(e).__name__, e)); sys.exit(1)
-"""
+_PROBE = jupyter_scripts.PROBE
 
 
 class HostRuntime:

@@ -27,6 +27,7 @@ from devenv.cluster.errors import JobEnded, JobRejected, QueueTimeout
 from devenv.cluster.slurm_job import JobRequest, SlurmSettings
 from devenv.cluster.slurm_text import Job
 from devenv.config.profiles import EnvProfile, HostProfile
+from devenv.env import jupyter_scripts
 from devenv.env import spec as envspec
 from devenv.env import state as envstate
 from devenv.env.image_context import BuildInputs
@@ -54,14 +55,7 @@ if TYPE_CHECKING:
 
 LIVE = ("pending", "running", "ending")
 
-_PROBE = r"""
-import json, sys, urllib.request
-try:
-    with urllib.request.urlopen("http://127.0.0.1:%s/api" % sys.argv[1], timeout=2) as r:
-        print("jupyter ok: jupyter-server", json.load(r).get("version", "?"))
-except Exception as e:
-    print("jupyter down: %s: %s" % (type(e).__name__, e)); sys.exit(1)
-"""
+_PROBE = jupyter_scripts.PROBE
 
 
 _FACTS = """
