@@ -228,8 +228,11 @@ def _check_revoked_file(hop, label: str, presented: str, blobs: list[bytes]) -> 
         data = Path(path).read_bytes()
     except OSError as e:
         # OpenSSH refuses too: a revocation list it cannot read may be hiding a revoked key
+        literal = any(mark in path for mark in ("~", "%", "${"))
         raise HostKeyError(f"cannot read RevokedHostKeys {path} to check {label}: {e.strerror or e}",
-                           "fix or remove RevokedHostKeys in your ssh config") from None
+                           "fix or remove RevokedHostKeys in your ssh config" + (
+                               " (OpenSSH 9.2 takes its path as written: no ~, %-tokens or ${VAR}; give the "
+                               "full path)" if literal else "")) from None
     if data.startswith(_KRL_MAGIC):
         if any(_krl_revokes(path, b) for b in blobs):
             raise HostKeyError(f"host key for {label} is revoked by {path}: {presented}",

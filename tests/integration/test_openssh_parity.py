@@ -297,74 +297,7 @@ def test_tokens_in_identityfile_knownhosts_and_env_vars(lab, case_dir, monkeypat
         """, "t-a", expect=True)
 
 
-def test_unknown_token_fails_like_ssh(lab, case_dir):
-    kh(lab, case_dir, "a")
-    compare(lab, case_dir, """
-        Host t-b
-          HostName 127.0.0.1
-          Port {a_port}
-          User root
-          IdentityFile {key_main}
-          UserKnownHostsFile {kh}
-          ProxyCommand ssh -W %h:%Z nowhere
-        """, "t-b", expect=False, error="token")
-
-
 # --- identities: agent, .pub-only, encrypted, certificates ----------------------------------------------
-
-def test_identityagent_path_serves_a_key_that_exists_only_in_the_agent(lab, case_dir):
-    kh(lab, case_dir, "a")
-    compare(lab, case_dir, """
-        Host ag-a
-          HostName 127.0.0.1
-          Port {a_port}
-          User root
-          IdentityAgent {agent}
-          IdentityFile {key_agentonly}.pub
-          IdentitiesOnly yes
-          UserKnownHostsFile {kh}
-        """, "ag-a", expect=True)
-
-
-def test_identityagent_names_an_environment_variable(lab, case_dir, monkeypatch):
-    kh(lab, case_dir, "a")
-    monkeypatch.setenv("PARITY_AGENT", str(lab.agent.socket_path))
-    compare(lab, case_dir, """
-        Host ag-d
-          HostName 127.0.0.1
-          Port {a_port}
-          User root
-          IdentityAgent $PARITY_AGENT
-          IdentityFile {key_agentonly}.pub
-          UserKnownHostsFile {kh}
-        """, "ag-d", expect=True)
-
-
-def test_identityagent_none_ignores_ssh_auth_sock(lab, case_dir):
-    kh(lab, case_dir, "a")
-    compare(lab, case_dir, """
-        Host ag-b
-          HostName 127.0.0.1
-          Port {a_port}
-          User root
-          IdentityAgent none
-          IdentityFile {key_agentonly}.pub
-          UserKnownHostsFile {kh}
-        """, "ag-b", expect=False, error="authentication", env={"SSH_AUTH_SOCK": str(lab.agent.socket_path)})
-
-
-def test_encrypted_key_in_the_agent_without_its_pub_and_identitiesonly(lab, case_dir):
-    kh(lab, case_dir, "a")
-    compare(lab, case_dir, """
-        Host ag-c
-          HostName 127.0.0.1
-          Port {a_port}
-          User root
-          IdentityFile {key_enc}
-          IdentitiesOnly yes
-          UserKnownHostsFile {kh}
-        """, "ag-c", expect=True, env={"SSH_AUTH_SOCK": str(lab.agent.socket_path)})
-
 
 def test_user_certificate_from_certificatefile(lab, case_dir):
     kh(lab, case_dir, "cert")
@@ -467,20 +400,6 @@ def test_several_user_known_hosts_files_and_a_global_one(lab, case_dir):
     compare(lab, case_dir, config, "kh-b", expect=True)   # b's key is only in the global file
 
 
-def test_hostkeyalias_names_the_known_hosts_entry(lab, case_dir):
-    kh(lab, case_dir, "a", name="lab-a-alias")
-    compare(lab, case_dir, """
-        Host kh-c
-          HostName 127.0.0.1
-          Port {a_port}
-          User root
-          IdentityFile {key_main}
-          HostKeyAlias lab-a-alias
-          UserKnownHostsFile {kh}
-          StrictHostKeyChecking yes
-        """, "kh-c", expect=True)
-
-
 def test_hashed_known_hosts_with_an_upper_case_hostname(lab, case_dir):
     path = kh(lab, case_dir, "a", name=f"[localhost]:{lab.servers['a'].port}")
     subprocess.run(["ssh-keygen", "-H", "-f", str(path)], check=True, capture_output=True)
@@ -495,20 +414,6 @@ def test_hashed_known_hosts_with_an_upper_case_hostname(lab, case_dir):
           StrictHostKeyChecking yes
           CheckHostIP no
         """, "kh-d", expect=True)
-
-
-def test_unknown_key_with_strict_yes_is_refused(lab, case_dir):
-    (case_dir / "empty").write_text("")
-    lab.values["kh"] = str(case_dir / "empty")
-    compare(lab, case_dir, """
-        Host kh-e
-          HostName 127.0.0.1
-          Port {a_port}
-          User root
-          IdentityFile {key_main}
-          UserKnownHostsFile {kh}
-          StrictHostKeyChecking yes
-        """, "kh-e", expect=False, error="not known")
 
 
 def test_accept_new_in_the_users_config_records_the_key(lab, case_dir):
@@ -838,6 +743,106 @@ def test_refused_port_names_the_cause(lab, case_dir):
         """, "to-c", expect=False, error="connection refused")
 
 
+# --- one host on server a: the cases that differ only in their lines ---------------------------------------
+
+@dataclass(frozen=True)
+class OneHost:
+    """`Host <case>` on server a as root with these lines, UserKnownHostsFile {kh} holding a's key (filed under
+    known_as when given; empty when not known); env: "agent" sets SSH_AUTH_SOCK to the lab's agent,
+    "agent_var" sets PARITY_AGENT to it."""
+    lines: tuple[str, ...]
+    expect: bool
+    error: str = ""
+    env: str | None = None
+    known: bool = True
+    known_as: str | None = None
+
+
+ONE_HOST = {
+    "unknown_token_fails_like_ssh": OneHost(
+        ("IdentityFile {key_main}", "ProxyCommand ssh -W %h:%Z nowhere"), False, "token"),
+    "identityagent_path_serves_a_key_that_exists_only_in_the_agent": OneHost(
+        ("IdentityAgent {agent}", "IdentityFile {key_agentonly}.pub", "IdentitiesOnly yes"), True),
+    "identityagent_names_an_environment_variable": OneHost(
+        ("IdentityAgent $PARITY_AGENT", "IdentityFile {key_agentonly}.pub"), True, env="agent_var"),
+    "identityagent_none_ignores_ssh_auth_sock": OneHost(
+        ("IdentityAgent none", "IdentityFile {key_agentonly}.pub"), False, "authentication", env="agent"),
+    "encrypted_key_in_the_agent_without_its_pub_and_identitiesonly": OneHost(
+        ("IdentityFile {key_enc}", "IdentitiesOnly yes"), True, env="agent"),
+    "hostkeyalias_names_the_known_hosts_entry": OneHost(
+        ("IdentityFile {key_main}", "HostKeyAlias lab-a-alias", "StrictHostKeyChecking yes"), True,
+        known_as="lab-a-alias"),
+    "unknown_key_with_strict_yes_is_refused": OneHost(
+        ("IdentityFile {key_main}", "StrictHostKeyChecking yes"), False, "not known", known=False),
+    "proxyjump_none_leaves_a_later_proxycommand": OneHost(
+        ("IdentityFile {key_main}", "ProxyJump none", "ProxyCommand sh -c 'echo \"proxy in use\" >&2; exit 4'"),
+        False, "ProxyCommand"),
+    # the agent holds keys a accepts; hop1's it does not
+    "identitiesonly_yes_with_an_agent_holding_other_keys": OneHost(
+        ("IdentityFile {key_hop1}", "IdentitiesOnly yes"), False, "refused every key", env="agent"),
+    "identitiesonly_no_with_an_agent_holding_other_keys": OneHost(
+        ("IdentityFile {key_hop1}", "IdentitiesOnly no"), True, env="agent"),
+    # ssh offers no key at all here (and BatchMode allows no password): devenv, key-only, refuses clearly
+    # instead of logging in with the keys ssh would not offer (it used to connect)
+    "pubkeyauthentication_no_is_refused_not_ignored": OneHost(
+        ("IdentityFile {key_main}", "PubkeyAuthentication no"), False, "PubkeyAuthentication no"),
+    "preferredauthentications_without_publickey_is_refused": OneHost(
+        ("IdentityFile {key_main}", "PreferredAuthentications keyboard-interactive,password"), False,
+        "PreferredAuthentications"),
+    "preferredauthentications_with_publickey_connects": OneHost(
+        ("IdentityFile {key_main}", "PreferredAuthentications password,publickey", "PubkeyAuthentication unbound"),
+        True),
+}
+
+
+@pytest.mark.parametrize("case", sorted(ONE_HOST))
+def test_one_host(lab, case_dir, case):
+    spec = ONE_HOST[case]
+    kh(lab, case_dir, *(["a"] if spec.known else []), name=spec.known_as)
+    agent = str(lab.agent.socket_path)
+    env = {"agent": {"SSH_AUTH_SOCK": agent}, "agent_var": {"PARITY_AGENT": agent}}.get(spec.env or "")
+    config = "\n".join([f"Host {case}", "  HostName 127.0.0.1", "  Port {a_port}", "  User root",
+                        *(f"  {line}" for line in spec.lines), "  UserKnownHostsFile {kh}"]) + "\n"
+    compare(lab, case_dir, config, case, expect=spec.expect, error=spec.error, env=env)
+
+
+# --- file names OpenSSH 9.2 takes as written ------------------------------------------------------------
+
+LITERAL_NAMES = {
+    # ssh expands UserKnownHostsFile once: %%h is the two characters %h (devenv expanded it again)
+    "userknownhostsfile_percent_percent": ("kh_%h", "UserKnownHostsFile {d}/kh_%%h", True, ""),
+    # GlobalKnownHostsFile takes no %-tokens (devenv read global_127.0.0.1)
+    "globalknownhostsfile_has_no_tokens": ("global_%h", "GlobalKnownHostsFile {d}/global_%h", True, ""),
+    # RevokedHostKeys takes no ${VAR} (nor ~): ssh cannot read that path and refuses; devenv used to expand it,
+    # find a list without a's key, and connect
+    "revokedhostkeys_has_no_variables": ("revoked", "RevokedHostKeys ${{PARITY_DIR}}/revoked", False,
+                                         "RevokedHostKeys"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(LITERAL_NAMES))
+def test_file_names_are_taken_as_ssh_takes_them(lab, case_dir, case):
+    file_name, line, expect, error = LITERAL_NAMES[case]
+    (case_dir / "empty").write_text("")
+    listed = lab.servers["b" if file_name == "revoked" else "a"]
+    (case_dir / file_name).write_text(known_line(listed) if file_name != "revoked"
+                                      else listed.host_key_pub.read_text())
+    if file_name == "revoked":
+        kh(lab, case_dir, "a")
+    lab.values["d"] = str(case_dir)
+    known = "{kh}" if file_name == "revoked" else "{d}/empty"
+    compare(lab, case_dir, f"""
+        Host {case}
+          HostName 127.0.0.1
+          Port {{a_port}}
+          User root
+          IdentityFile {{key_main}}
+          {line}
+          UserKnownHostsFile {known}
+          StrictHostKeyChecking yes
+        """, case, expect=expect, error=error, env={"PARITY_DIR": str(case_dir)})
+
+
 # --- who we are: the real uid, not $USER ----------------------------------------------------------------
 
 def _as_user(user: pwd.struct_passwd, fn) -> tuple[bool, str]:
@@ -957,20 +962,6 @@ def test_host_patterns_are_case_sensitive_and_keywords_are_not(lab, case_dir):
         """, "CASE-A", expect=True)  # `Host case-a` (before) is not for CASE-A
 
 
-def test_proxyjump_none_leaves_a_later_proxycommand(lab, case_dir):
-    kh(lab, case_dir, "a")
-    compare(lab, case_dir, """
-        Host pjn
-          HostName 127.0.0.1
-          Port {a_port}
-          User root
-          IdentityFile {key_main}
-          UserKnownHostsFile {kh}
-          ProxyJump none
-          ProxyCommand sh -c 'echo "proxy in use" >&2; exit 4'
-        """, "pjn", expect=False, error="ProxyCommand")
-
-
 def test_match_final_pass_matches_host_against_the_hostname(lab, case_dir):
     kh(lab, case_dir, "a")
     compare(lab, case_dir, """
@@ -1017,22 +1008,6 @@ def test_crlf_config_and_port_user_from_match(lab, case_dir):
         """).replace("\n", "\r\n")
     compare(lab, case_dir, text.replace("{", "{{").replace("}", "}}"), "crlf", expect=True)
     assert b"\r\n" in cfg.read_bytes()
-
-
-def test_identitiesonly_with_an_agent_holding_other_keys(lab, case_dir):
-    kh(lab, case_dir, "a")
-    config = """
-        Host io-{only}
-          HostName 127.0.0.1
-          Port {{a_port}}
-          User root
-          IdentityFile {{key_hop1}}
-          IdentitiesOnly {only}
-          UserKnownHostsFile {{kh}}
-        """
-    agent = {"SSH_AUTH_SOCK": str(lab.agent.socket_path)}  # it holds keys a accepts; hop1's it does not
-    compare(lab, case_dir, config.format(only="yes"), "io-yes", expect=False, error="refused every key", env=agent)
-    compare(lab, case_dir, config.format(only="no"), "io-no", expect=True, env=agent)
 
 
 def test_identityfile_several_times_the_second_is_accepted(lab, case_dir):
