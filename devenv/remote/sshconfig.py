@@ -235,6 +235,8 @@ def from_options(opts: dict, name: str, label: str, ov: Overrides | None = None)
         agent = os.environ.get(agent[1:]) or "none"  # "$VAR": the variable holds the socket's path
     elif agent and agent.lower() == "ssh_auth_sock":
         agent = None
+    elif agent and agent.lower() != "none":
+        agent = expand_tilde(agent, "IdentityAgent")  # as for UserKnownHostsFile below
     revoked = _none(opts.get("revokedhostkeys"))
     _require_public_keys(opts, label)
     return ResolvedTarget(
@@ -282,7 +284,9 @@ def _known_hosts_files(opts: dict) -> tuple[str, ...]:
     words = str(opts.get("userknownhostsfile") or "").split()
     if words and all(w.lower() == "none" for w in words):
         return ()
-    files = [p for p in words if p.lower() != "none"]  # expanded already (ssh -G, or our parser)
+    # expanded already (by ssh -G, or our parser); only a ~ is expanded here, for an older ssh
+    # whose -G printed it as written (9.2 never prints a leading ~)
+    files = [expand_tilde(p, "UserKnownHostsFile") for p in words if p.lower() != "none"]
     defaults = {os.path.join(local_home(), ".ssh", n) for n in ("known_hosts", "known_hosts2")}
     override = os.environ.get("DEVENV_KNOWN_HOSTS")
     if override and (not files or set(files) <= defaults):
