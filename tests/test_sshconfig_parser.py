@@ -273,6 +273,8 @@ REFUSED = {
     "keyword_without_argument": ("Host x\n  SendEnv\n", 'no argument after keyword "sendenv"', 2),
     "negative_serveralivecountmax": ("Host x\n  ServerAliveCountMax -1\n", "integer value too small", 2),
     "bad_addkeystoagent": ("Host x\n  AddKeysToAgent maybe\n", "unsupported option", 2),
+    "known_hosts_none_with_another_file": ("Host x\n  UserKnownHostsFile none /a\n",
+                                           '"none" argument must appear alone', 2),
     "match_single_quotes_do_not_group": ("Match exec 'test 1 = 1'\n  Port 2\n", "Unsupported Match attribute 1", 1),
 }
 

@@ -196,6 +196,11 @@ def _read(path: Path, state: _State, *, active: bool, system: bool, depth: int, 
 
 def _check_value(keyword: str, args: list[str], where: str) -> None:
     """The checks ssh makes on the options devenv uses, whether or not the line's block applies."""
+    if keyword in ("userknownhostsfile", "globalknownhostsfile"):
+        if "" in args:
+            raise _bad(where, f"keyword {keyword} empty argument")
+        if len(args) > 1 and any(a.lower() == "none" for a in args):
+            raise _bad(where, f'keyword {keyword} "none" argument must appear alone.')
     if keyword not in _SINGLE:
         return
     if not args:
