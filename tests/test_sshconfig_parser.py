@@ -275,6 +275,7 @@ REFUSED = {
     "bad_addkeystoagent": ("Host x\n  AddKeysToAgent maybe\n", "unsupported option", 2),
     "known_hosts_none_with_another_file": ("Host x\n  UserKnownHostsFile none /a\n",
                                            '"none" argument must appear alone', 2),
+    "bad_addressfamily": ("Host x\n  AddressFamily ipv4\n", 'unsupported option "ipv4"', 2),
     "match_single_quotes_do_not_group": ("Match exec 'test 1 = 1'\n  Port 2\n", "Unsupported Match attribute 1", 1),
 }
 
@@ -313,6 +314,15 @@ def test_match_exec_after_a_false_criterion_is_not_run(monkeypatch, tmp_path):
     by_ssh, ours = both(SSHTarget(alias="x"), monkeypatch)
     assert ours == by_ssh and by_ssh.port == 22
     assert not ran.exists() and not ran.with_name("ran-negated").exists()
+
+
+@pytest.mark.parametrize("line", ["ProxyUseFdpass yes", "BindInterface lo"])
+def test_what_devenv_cannot_dial_is_said_by_both_resolvers(line, monkeypatch):
+    """ssh would reach the host another way (a passed socket, a bound interface): devenv says it cannot,
+    before dialling, instead of connecting as if the line were not there."""
+    paths.ssh_config_path().write_text(f"Host x\n  {line}\n")
+    by_ssh, ours = both_errors(SSHTarget(alias="x"), monkeypatch)
+    assert by_ssh == ours and line in ours and "devenv does not support" in ours
 
 
 def test_included_file_writable_by_others_is_refused_like_ssh(monkeypatch):

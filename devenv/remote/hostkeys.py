@@ -169,6 +169,9 @@ def verify_hop(hop, key: paramiko.PKey, *, accept_new: bool) -> str:
         host_file = f"/etc/ssh/ssh_host_{short_type(plain_type).lower()}_key.pub"
         extra = (" (devenv does not take StrictHostKeyChecking no as consent; say accept-new for this host or "
                  "pass --accept-new-host)") if strict == "no" else ""
+        if _none_or_empty(getattr(hop, "options", {}).get("knownhostscommand")) is not None:
+            extra += (" (devenv does not run KnownHostsCommand: keys it would print must be in a known_hosts "
+                      "file)")
         raise HostKeyError(
             f"host key for {label} is not known: {presented} (looked in {where})",
             "re-run with --accept-new-host to trust and record it (verify the fingerprint with the host's admin "
@@ -216,6 +219,11 @@ def record(name: str, key_type: str, blob: bytes, path: Path, *, hashed: bool = 
             if f.tell() > 0 and not path.read_bytes().endswith(b"\n"):
                 line = "\n" + line
             f.write(line)
+
+
+def _none_or_empty(value) -> str | None:
+    text = str(value or "").strip()
+    return None if not text or text.lower() == "none" else text
 
 
 # --- RevokedHostKeys ----------------------------------------------------------------------------------

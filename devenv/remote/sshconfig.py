@@ -271,6 +271,16 @@ def _require_public_keys(opts: dict, label: str) -> None:
         raise ProfileError(f"the ssh config for {label} sets PubkeyAuthentication no, and devenv logs in with "
                            "SSH keys only", f"allow keys for {label} in your ssh config (remove PubkeyAuthentication"
                            " no, or set it yes in an earlier Host block); nothing was dialled")
+    # options that change how ssh reaches the host and that devenv cannot do: said, never ignored
+    for option, value, why in (
+            ("proxyusefdpass", "yes", "a ProxyCommand that passes back a connected socket"),
+            ("bindinterface", None, "binding the connection to a network interface")):
+        given = _none(opts.get(option))
+        if given and (value is None or given.lower() in (value, "true")):
+            spelled = {"proxyusefdpass": "ProxyUseFdpass", "bindinterface": "BindInterface"}[option]
+            raise ProfileError(f"the ssh config for {label} sets {spelled} {given}: devenv does not support "
+                               f"{why}", f"remove {spelled} for {label} in your ssh config (or reach it through "
+                               "ProxyJump or a plain ProxyCommand); nothing was dialled")
     preferred = _none(opts.get("preferredauthentications"))
     if preferred and "publickey" not in preferred.split(","):
         raise ProfileError(f"the ssh config for {label} sets PreferredAuthentications {preferred}, without "

@@ -66,6 +66,7 @@ _FLAGS = frozenset({"identitiesonly", "batchmode", "hashknownhosts", "checkhosti
 _TIMES = frozenset({"connecttimeout", "serveraliveinterval"})
 _SINGLE = frozenset({"user", "hostname", "port", "hostkeyalias", "identityagent", "proxyjump", "revokedhostkeys",
                      "stricthostkeychecking", "serveralivecountmax", "canonicalizehostname", "pubkeyauthentication",
+                     "addressfamily", "bindaddress", "bindinterface",
                      "controlpath", "controlmaster", "identityfile", "certificatefile", "ignoreunknown"}
                     | _FLAGS | _TIMES)
 _STRICT = frozenset({"yes", "no", "ask", "accept-new", "true", "false", "off"})
@@ -222,6 +223,8 @@ def _check_value(keyword: str, args: list[str], where: str) -> None:
         raise _bad(where, f"integer value '{value}' invalid.")
     if keyword == "serveralivecountmax" and int(value) < 0:
         raise _bad(where, "integer value too small.")
+    if keyword == "addressfamily" and value.lower() not in ("any", "inet", "inet6"):
+        raise _bad(where, f'unsupported option "{value}".')
     if keyword == "pubkeyauthentication" and value.lower() not in _PUBKEY:
         raise _bad(where, f'unsupported option "{value}".')
 
