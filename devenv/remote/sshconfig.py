@@ -238,7 +238,7 @@ def from_options(opts: dict, name: str, label: str, ov: Overrides | None = None)
     elif agent and agent.lower() != "none":
         agent = expand_tilde(agent, "IdentityAgent")  # as for UserKnownHostsFile below
     revoked = _none(opts.get("revokedhostkeys"))
-    _require_public_keys(opts, label)
+    _refuse_what_devenv_cannot_do(opts, label)
     return ResolvedTarget(
         label=label, hostname=hostname, port=port, user=user,
         identity_files=tuple(dict.fromkeys(identities)),
@@ -264,29 +264,35 @@ def from_options(opts: dict, name: str, label: str, ov: Overrides | None = None)
     )
 
 
-def _require_public_keys(opts: dict, label: str) -> None:
-    """devenv logs in with keys only: where the ssh config keeps ssh from offering keys at all, connecting
-    with them anyway would not be what ssh does, so it is refused before anything is dialled."""
+# Options that change how ssh reaches a host and that devenv cannot follow: (option, the values that do,
+# what ssh would do, the hint). Said before dialling, never ignored.
+_CANNOT_FOLLOW = (
+    ("ProxyUseFdpass", ("yes", "true"), "a ProxyCommand that hands back a connected socket",
+     "drop ProxyUseFdpass for {label} (its ProxyCommand must then relay the connection), or use ProxyJump"),
+    ("BindInterface", None, "binding the connection to a network interface",
+     "drop BindInterface for {label}, or set BindAddress to that interface's address (devenv follows it)"),
+)
+
+
+def _refuse_what_devenv_cannot_do(opts: dict, label: str) -> None:
+    """devenv logs in with keys only: where the ssh config keeps ssh from offering keys at all, connecting with
+    them anyway would not be what ssh does; nor would ignoring an option of _CANNOT_FOLLOW. Both are refused
+    before anything is dialled."""
     if str(opts.get("pubkeyauthentication") or "yes").lower() in ("no", "false"):
         raise ProfileError(f"the ssh config for {label} sets PubkeyAuthentication no, and devenv logs in with "
                            "SSH keys only", f"allow keys for {label} in your ssh config (remove PubkeyAuthentication"
                            " no, or set it yes in an earlier Host block); nothing was dialled")
-    # options that change how ssh reaches the host and that devenv cannot do: said, never ignored
-    for option, value, why in (
-            ("proxyusefdpass", "yes", "a ProxyCommand that passes back a connected socket"),
-            ("bindinterface", None, "binding the connection to a network interface")):
-        given = _none(opts.get(option))
-        if given and (value is None or given.lower() in (value, "true")):
-            spelled = {"proxyusefdpass": "ProxyUseFdpass", "bindinterface": "BindInterface"}[option]
-            raise ProfileError(f"the ssh config for {label} sets {spelled} {given}: devenv does not support "
-                               f"{why}", f"remove {spelled} for {label} in your ssh config (or reach it through "
-                               "ProxyJump or a plain ProxyCommand); nothing was dialled")
     preferred = _none(opts.get("preferredauthentications"))
     if preferred and "publickey" not in preferred.split(","):
         raise ProfileError(f"the ssh config for {label} sets PreferredAuthentications {preferred}, without "
                            "publickey, and devenv logs in with SSH keys only",
                            f"add publickey to PreferredAuthentications for {label} in your ssh config; "
                            "nothing was dialled")
+    for option, values, what, hint in _CANNOT_FOLLOW:
+        given = _none(opts.get(option.lower()))
+        if given and (values is None or given.lower() in values):
+            raise ProfileError(f"the ssh config for {label} sets {option} {given}: devenv does not support {what}",
+                               hint.format(label=label) + "; nothing was dialled")
 
 
 def _known_hosts_files(opts: dict) -> tuple[str, ...]:

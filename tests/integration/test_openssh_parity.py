@@ -201,83 +201,49 @@ def kh(lab: Lab, d: Path, *servers: str, name: str | None = None) -> Path:
     return path
 
 
-# --- Include -------------------------------------------------------------------------------------------
+# --- Include, Match and Host patterns: configs that reach server a as root (or fail to) ---------------------
 
-def test_include_glob_defines_the_host(lab, case_dir):
+ON_A = "  HostName 127.0.0.1\n  Port {a_port}\n  User root\n  IdentityFile {key_main}\n  UserKnownHostsFile {kh}\n"
+
+# name: (files written in the case folder {d} first, the config, the host, expect, error)
+CONFIGS = {
+    "include_glob_defines_the_host": (
+        {"conf.d/10-lab.conf": "Host inc-a\n  HostName 127.0.0.1\n  Port {a_port}\n  User root\n"
+                               "  IdentityFile {key_main}\n"},
+        "Include {d}/conf.d/*.conf\nHost *\n  UserKnownHostsFile {kh}\n", "inc-a", True, ""),
+    "include_inside_a_non_matching_block_applies_nothing": (
+        {"wrong-port.conf": "Port 1\n"}, "Host other\n  Include {d}/wrong-port.conf\nHost inc-b\n" + ON_A,
+        "inc-b", True, ""),
+    "match_host_sees_the_hostname_and_match_user": (
+        {}, "Host m-a\n  HostName 127.0.0.1\n  User root\nMatch host 127.0.0.1 user root\n  Port {a_port}\n"
+            "  IdentityFile {key_main}\nHost *\n  UserKnownHostsFile {kh}\n", "m-a", True, ""),
+    "match_host_before_hostname_does_not_see_it": (
+        {}, "Match host 127.0.0.1\n  Port 1\nHost m-b\n" + ON_A, "m-b", True, ""),
+    "match_exec_and_originalhost": (
+        {}, 'Match originalhost m-c exec "test %n = m-c"\n  HostName 127.0.0.1\n  Port {a_port}\nHost m-c\n'
+            "  User root\n  IdentityFile {key_main}\n  UserKnownHostsFile {kh}\n", "m-c", True, ""),
+    # `cl-a` keeps its own name: a comma is no list separator in Host
+    "host_comma_is_part_of_the_pattern": (
+        {}, "Host cl-a,cl-b\n  HostName 127.0.0.1\nHost cl-*\n  Port {a_port}\n  User root\n"
+            "  IdentityFile {key_main}\n  UserKnownHostsFile {kh}\n  ConnectTimeout 5\n", "cl-a", False, "cl-a"),
+    # `Host case-a` (before) is not for CASE-A
+    "host_patterns_are_case_sensitive_and_keywords_are_not": (
+        {}, 'Host case-a\n  Port 1\nhost CASE-A\n  HOSTNAME=127.0.0.1\n  pOrT = {a_port}\n  "User" "root"\n'
+            '  IdentityFile="{key_main}"\n  userknownhostsfile {kh}\n', "CASE-A", True, ""),
+    "match_final_pass_matches_host_against_the_hostname": (
+        {}, "Host fp\n  HostName 127.0.0.1\nMatch final\nHost 127.0.0.1\n" + ON_A, "fp", True, ""),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CONFIGS))
+def test_config(lab, case_dir, case):
+    files, config, host, expect, error = CONFIGS[case]
     kh(lab, case_dir, "a")
-    (case_dir / "conf.d").mkdir()
-    (case_dir / "conf.d" / "10-lab.conf").write_text(lab.fmt("""
-        Host inc-a
-          HostName 127.0.0.1
-          Port {a_port}
-          User root
-          IdentityFile {key_main}
-        """))
     lab.values["d"] = str(case_dir)
-    compare(lab, case_dir, """
-        Include {d}/conf.d/*.conf
-        Host *
-          UserKnownHostsFile {kh}
-        """, "inc-a", expect=True)
-
-
-def test_include_inside_a_non_matching_block_applies_nothing(lab, case_dir):
-    kh(lab, case_dir, "a")
-    (case_dir / "wrong-port.conf").write_text("Port 1\n")
-    lab.values["d"] = str(case_dir)
-    compare(lab, case_dir, """
-        Host other
-          Include {d}/wrong-port.conf
-        Host inc-b
-          HostName 127.0.0.1
-          Port {a_port}
-          User root
-          IdentityFile {key_main}
-          UserKnownHostsFile {kh}
-        """, "inc-b", expect=True)
-
-
-# --- Match ---------------------------------------------------------------------------------------------
-
-def test_match_host_sees_the_hostname_and_match_user(lab, case_dir):
-    kh(lab, case_dir, "a")
-    compare(lab, case_dir, """
-        Host m-a
-          HostName 127.0.0.1
-          User root
-        Match host 127.0.0.1 user root
-          Port {a_port}
-          IdentityFile {key_main}
-        Host *
-          UserKnownHostsFile {kh}
-        """, "m-a", expect=True)
-
-
-def test_match_host_before_hostname_does_not_see_it(lab, case_dir):
-    kh(lab, case_dir, "a")
-    compare(lab, case_dir, """
-        Match host 127.0.0.1
-          Port 1
-        Host m-b
-          HostName 127.0.0.1
-          Port {a_port}
-          User root
-          IdentityFile {key_main}
-          UserKnownHostsFile {kh}
-        """, "m-b", expect=True)
-
-
-def test_match_exec_and_originalhost(lab, case_dir):
-    kh(lab, case_dir, "a")
-    compare(lab, case_dir, """
-        Match originalhost m-c exec "test %n = m-c"
-          HostName 127.0.0.1
-          Port {a_port}
-        Host m-c
-          User root
-          IdentityFile {key_main}
-          UserKnownHostsFile {kh}
-        """, "m-c", expect=True)
+    for name, text in files.items():
+        (case_dir / name).parent.mkdir(parents=True, exist_ok=True)
+        (case_dir / name).write_text(lab.fmt(text))
+    compare(lab, case_dir, config, host, expect=expect, error=error)
 
 
 # --- tokens and comments -------------------------------------------------------------------------------
@@ -341,35 +307,25 @@ def _ca_line(lab: Lab, pattern: str) -> str:
     return f"@cert-authority {pattern} {kind} {blob}\n"
 
 
-def test_host_certificate_from_a_cert_authority(lab, case_dir):
-    path = case_dir / "known_hosts"
-    path.write_text(_ca_line(lab, f"[127.0.0.1]:{lab.servers['cert'].port}"))
-    lab.values["kh"] = str(path)
-    compare(lab, case_dir, """
-        Host hc-a
-          HostName 127.0.0.1
-          Port {cert_port}
-          User root
-          IdentityFile {key_main}
-          UserKnownHostsFile {kh}
-          StrictHostKeyChecking yes
-        """, "hc-a", expect=True)
+# name: (the @cert-authority line's host pattern, "" for the server's own [127.0.0.1]:port; extra lines;
+# expect; error)
+HOST_CERTIFICATES = {
+    "from_a_cert_authority": ("", (), True, ""),
+    "for_another_name_is_refused": ("*", ("HostKeyAlias not-a-principal",), False, "certificate"),
+}
 
 
-def test_host_certificate_for_another_name_is_refused(lab, case_dir):
+@pytest.mark.parametrize("case", sorted(HOST_CERTIFICATES))
+def test_host_certificate(lab, case_dir, case):
+    pattern, lines, expect, error = HOST_CERTIFICATES[case]
     path = case_dir / "known_hosts"
-    path.write_text(_ca_line(lab, "*"))
+    path.write_text(_ca_line(lab, pattern or f"[127.0.0.1]:{lab.servers['cert'].port}"))
     lab.values["kh"] = str(path)
-    compare(lab, case_dir, """
-        Host hc-b
-          HostName 127.0.0.1
-          Port {cert_port}
-          User root
-          IdentityFile {key_main}
-          HostKeyAlias not-a-principal
-          UserKnownHostsFile {kh}
-          StrictHostKeyChecking yes
-        """, "hc-b", expect=False, error="certificate")
+    host = f"hc-{case.replace('_', '-')}"
+    compare(lab, case_dir, "\n".join([
+        f"Host {host}", "  HostName 127.0.0.1", "  Port {cert_port}", "  User root", "  IdentityFile {key_main}",
+        *(f"  {line}" for line in lines), "  UserKnownHostsFile {kh}", "  StrictHostKeyChecking yes"]) + "\n",
+        host, expect=expect, error=error)
 
 
 # --- known_hosts options -------------------------------------------------------------------------------
@@ -789,6 +745,10 @@ ONE_HOST = {
     "preferredauthentications_without_publickey_is_refused": OneHost(
         ("IdentityFile {key_main}", "PreferredAuthentications keyboard-interactive,password"), False,
         "PreferredAuthentications"),
+    # ssh dials only the addresses of its AddressFamily (devenv dialled any, and reached 127.0.0.1)
+    "addressfamily_inet6_dials_no_ipv4_address": OneHost(
+        ("IdentityFile {key_main}", "AddressFamily inet6"), False, "AddressFamily inet6"),
+    "addressfamily_inet_dials_ipv4": OneHost(("IdentityFile {key_main}", "AddressFamily inet"), True),
     "preferredauthentications_with_publickey_connects": OneHost(
         ("IdentityFile {key_main}", "PreferredAuthentications password,publickey", "PubkeyAuthentication unbound"),
         True),
@@ -804,6 +764,22 @@ def test_one_host(lab, case_dir, case):
     config = "\n".join([f"Host {case}", "  HostName 127.0.0.1", "  Port {a_port}", "  User root",
                         *(f"  {line}" for line in spec.lines), "  UserKnownHostsFile {kh}"]) + "\n"
     compare(lab, case_dir, config, case, expect=spec.expect, error=spec.error, env=env)
+
+
+def test_bindaddress_is_the_source_address_on_both_sides(lab, case_dir):
+    """BindAddress 127.0.0.2: sshd sees ssh, and devenv through each resolver, come from it (devenv ignored it)."""
+    kh(lab, case_dir, "a")
+    before = lab.servers["a"].log_text().count("Accepted publickey for root from 127.0.0.2 ")
+    compare(lab, case_dir, """
+        Host bind
+          HostName 127.0.0.1
+          Port {a_port}
+          User root
+          IdentityFile {key_main}
+          UserKnownHostsFile {kh}
+          BindAddress 127.0.0.2
+        """, "bind", expect=True)
+    assert lab.servers["a"].log_text().count("Accepted publickey for root from 127.0.0.2 ") - before == 3
 
 
 # --- file names OpenSSH 9.2 takes as written ------------------------------------------------------------
@@ -931,49 +907,6 @@ def test_userknownhostsfile_none_reads_no_user_file(lab, case_dir):
     compare(lab, case_dir, config.format(which="b", strict="yes"), "khn-b", expect=True)  # the global file
     # accept-new with nowhere to record the key: ssh refuses, and so does devenv
     compare(lab, case_dir, config.format(which="a", strict="accept-new"), "khn-a", expect=False, error="none")
-
-
-def test_host_comma_is_part_of_the_pattern(lab, case_dir):
-    kh(lab, case_dir, "a")
-    config = """
-        Host cl-a,cl-b
-          HostName 127.0.0.1
-        Host cl-*
-          Port {a_port}
-          User root
-          IdentityFile {key_main}
-          UserKnownHostsFile {kh}
-          ConnectTimeout 5
-        """
-    compare(lab, case_dir, config, "cl-a", expect=False, error="cl-a")  # `cl-a` keeps its own name
-
-
-def test_host_patterns_are_case_sensitive_and_keywords_are_not(lab, case_dir):
-    kh(lab, case_dir, "a")
-    compare(lab, case_dir, """
-        Host case-a
-          Port 1
-        host CASE-A
-          HOSTNAME=127.0.0.1
-          pOrT = {a_port}
-          "User" "root"
-          IdentityFile="{key_main}"
-          userknownhostsfile {kh}
-        """, "CASE-A", expect=True)  # `Host case-a` (before) is not for CASE-A
-
-
-def test_match_final_pass_matches_host_against_the_hostname(lab, case_dir):
-    kh(lab, case_dir, "a")
-    compare(lab, case_dir, """
-        Host fp
-          HostName 127.0.0.1
-        Match final
-        Host 127.0.0.1
-          Port {a_port}
-          User root
-          IdentityFile {key_main}
-          UserKnownHostsFile {kh}
-        """, "fp", expect=True)
 
 
 def test_unknown_keyword_fails_like_ssh_naming_the_line(lab, case_dir):
