@@ -5,7 +5,9 @@ loopback (tests/sshd_fixture.py), and compares the outcomes. Where devenv's poli
 
 Classes (issue 9): Include, Match, tokens, IdentityAgent, certificates (user and host), each known_hosts
 option, revoked keys, ProxyCommand with shell syntax and a dying proxy, three-hop chains with per-hop users
-and keys, ConnectTimeout against a silent server and a slow link, a non-root user whose $USER differs.
+and keys, ConnectTimeout against a silent server and a slow link, a non-root user whose $USER differs; second
+sweep: file names as 9.2 expands them (or does not), AddressFamily, BindAddress, and the configs devenv refuses
+because ssh would offer no key (PubkeyAuthentication no, PreferredAuthentications without publickey).
 """
 
 from __future__ import annotations
