@@ -210,3 +210,17 @@ def test_record_appends_on_a_new_line_and_keeps_the_file_private(tmp_path):
     hostkeys.record("b", key_type, blob, kh)
     assert kh.read_text().splitlines() == [f"[a]:2200 {key_type} {b64}", "# no newline at the end",
                                            f"b {key_type} {b64}"]
+
+
+def test_unknown_key_hint_says_knownhostscommand_is_not_run(tmp_path):
+    """ssh would ask KnownHostsCommand for the key; devenv does not run it, and an unknown key says so."""
+    from devenv.remote.sshconfig import from_options
+    from devenv.remote.sshlib import paramiko
+
+    key_type, blob, _ = _key_line(tmp_path)
+    (tmp_path / "kh").write_text("")
+    hop = from_options({"hostname": "gpu.example", "userknownhostsfile": str(tmp_path / "kh"),
+                        "knownhostscommand": "/usr/local/bin/keys %H"}, "gpu", "gpu")
+    with pytest.raises(HostKeyError) as ei:
+        hostkeys.verify_hop(hop, paramiko.PKey.from_type_string(key_type, blob), accept_new=False)
+    assert "not known" in ei.value.message and "KnownHostsCommand" in ei.value.hint

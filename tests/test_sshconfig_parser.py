@@ -217,6 +217,16 @@ SWEEP = {
     "ignoreunknown_before_the_option": ("IgnoreUnknown foo*,Bar\nHost x\n  FooBar 1\n  bar 2\n", SSHTarget(alias="x")),
     "crlf_line_endings": ("Host x\r\n  Port 2003\r\n  User bob\r\n", SSHTarget(alias="x")),
     "very_long_line": ("Host x\n  IdentityFile /tmp/" + "a" * 5000 + "\n  Port 2004\n", SSHTarget(alias="x")),
+    # second sweep (each differed from ssh -G before)
+    "match_criterion_and_value_split_by_equals": ('Match host=x exec="test 1 = 1"\n  Port 2005\n',
+                                                  SSHTarget(alias="x")),
+    "pubkeyauthentication_host_bound": ("Host x\n  PubkeyAuthentication host-bound\n  Port 2007\n",
+                                        SSHTarget(alias="x")),
+    "addkeystoagent_confirm_with_a_lifetime": ("Host x\n  AddKeysToAgent confirm 5m\n  Port 2008\n",
+                                               SSHTarget(alias="x")),
+    "hostname_percent_percent_h": ("Host x\n  HostName a%%h.example\n", SSHTarget(alias="x")),
+    "missing_profile_key_leaves_the_default_keys": ("Host x\n  Port 2009\n",
+                                                    SSHTarget(alias="x", identity_file="/nonexistent/key")),
 }
 
 
@@ -256,6 +266,17 @@ REFUSED = {
     "extra_arguments": ("Host x\n  User=bob Port=5\n", "extra arguments at end of line", 2),
     "bad_flag": ("Host x\n  IdentitiesOnly maybe\n", 'unsupported option "maybe"', 2),
     "invalid_quotes": ('Host x\n  User "unterminated\n', "invalid quotes", 2),
+    # second sweep (our parser accepted each before)
+    "hostname_token_other_than_h": ("Host x\n  HostName %r.example\n", "unknown key %r", 2),
+    "match_all_with_another_criterion": ("Match all host x\n  Port 2\n", "'all' cannot be combined", 1),
+    "empty_quoted_user": ('Host x\n  User ""\n', "Missing argument.", 2),
+    "keyword_without_argument": ("Host x\n  SendEnv\n", 'no argument after keyword "sendenv"', 2),
+    "negative_serveralivecountmax": ("Host x\n  ServerAliveCountMax -1\n", "integer value too small", 2),
+    "bad_addkeystoagent": ("Host x\n  AddKeysToAgent maybe\n", "unsupported option", 2),
+    "known_hosts_none_with_another_file": ("Host x\n  UserKnownHostsFile none /a\n",
+                                           '"none" argument must appear alone', 2),
+    "bad_addressfamily": ("Host x\n  AddressFamily ipv4\n", 'unsupported option "ipv4"', 2),
+    "match_single_quotes_do_not_group": ("Match exec 'test 1 = 1'\n  Port 2\n", "Unsupported Match attribute 1", 1),
 }
 
 
@@ -267,6 +288,41 @@ def test_sweep_refuses_like_ssh_G_naming_file_and_line(case, monkeypatch):
     by_ssh, ours = both_errors(SSHTarget(alias="x"), monkeypatch)
     assert words in by_ssh.replace("\\357\\273\\277", "\ufeff")
     assert words in ours and f"{cfg} line {line}" in ours
+
+
+def test_expanded_paths_are_the_ones_ssh_G_prints(monkeypatch, tmp_path):
+    """ssh -G prints UserKnownHostsFile and IdentityAgent expanded: a '%' or '${' left there is part of the
+    name (devenv expanded them a second time: kh_%%h became kh_x, not the kh_%h ssh reads). GlobalKnownHostsFile
+    and RevokedHostKeys, which 9.2 takes literally (but ~ in the first), are checked against real ssh in
+    tests/integration/test_openssh_parity.py."""
+    monkeypatch.setenv("PARITY_VALUE", "v%h${HOME}")
+    paths.ssh_config_path().write_text("Host x\n  UserKnownHostsFile /kh_%%h_%h /e_${PARITY_VALUE}\n"
+                                       "  IdentityAgent /ag_%%h_${PARITY_VALUE}\n")
+    printed = ssh_g.query([], "x", str(paths.ssh_config_path()))
+    by_ssh, ours = both(SSHTarget(alias="x"), monkeypatch)
+    assert ours == by_ssh
+    assert by_ssh.known_hosts_files == tuple(str(printed["userknownhostsfile"]).split())
+    assert by_ssh.known_hosts_files == ("/kh_%h_x", "/e_v%h${HOME}")
+    assert by_ssh.identity_agent == printed["identityagent"] == "/ag_%h_v%h${HOME}"
+
+
+def test_match_exec_after_a_false_criterion_is_not_run(monkeypatch, tmp_path):
+    """ssh skips an `exec` once an earlier criterion of the line failed; our parser used to run it."""
+    ran = tmp_path / "ran"
+    paths.ssh_config_path().write_text(f'Match host nomatch exec "touch {ran}"\n  Port 2\n'
+                                       f'Match !host x exec "touch {ran}-negated"\n  Port 3\n')
+    by_ssh, ours = both(SSHTarget(alias="x"), monkeypatch)
+    assert ours == by_ssh and by_ssh.port == 22
+    assert not ran.exists() and not ran.with_name("ran-negated").exists()
+
+
+@pytest.mark.parametrize("line", ["ProxyUseFdpass yes", "BindInterface lo"])
+def test_what_devenv_cannot_dial_is_said_by_both_resolvers(line, monkeypatch):
+    """ssh would reach the host another way (a passed socket, a bound interface): devenv says it cannot,
+    before dialling, instead of connecting as if the line were not there."""
+    paths.ssh_config_path().write_text(f"Host x\n  {line}\n")
+    by_ssh, ours = both_errors(SSHTarget(alias="x"), monkeypatch)
+    assert by_ssh == ours and line in ours and "devenv does not support" in ours
 
 
 def test_included_file_writable_by_others_is_refused_like_ssh(monkeypatch):

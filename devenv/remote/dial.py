@@ -134,10 +134,13 @@ def _connect(hop: ResolvedTarget, via: paramiko.Transport | None, via_hop: Resol
         except OSError as e:
             raise ConnectError(f"ProxyCommand for {hop.label} failed to start: {e.strerror or e}",
                                "fix ProxyCommand in your ssh config (or set ProxyCommand none)") from None
+    family = _ADDRESS_FAMILIES.get(str(hop.options.get("addressfamily") or "any").lower(), socket.AF_UNSPEC)
     try:
-        return socket.create_connection((hop.hostname, hop.port), timeout=hop.connect_timeout)
+        return _tcp_connect(hop, family)
     except socket.gaierror:
-        raise ConnectError(f"cannot resolve host name '{hop.hostname}' ({hop.label})",
+        only = {socket.AF_INET: " as IPv4 (AddressFamily inet)",
+                socket.AF_INET6: " as IPv6 (AddressFamily inet6)"}.get(family, "")
+        raise ConnectError(f"cannot resolve host name '{hop.hostname}' ({hop.label}){only}",
                            "check HostName in the profile or ~/.ssh/config, and your DNS / VPN") from None
     except ConnectionRefusedError:
         raise ConnectError(f"cannot connect to {hop.label} at {hop.address}: connection refused",
@@ -151,6 +154,29 @@ def _connect(hop: ResolvedTarget, via: paramiko.Transport | None, via_hop: Resol
     except OSError as e:
         raise ConnectError(f"cannot connect to {hop.label} at {hop.address}: {e.strerror or e}",
                            "check the address, your network and VPN") from None
+
+
+_ADDRESS_FAMILIES = {"inet": socket.AF_INET, "inet6": socket.AF_INET6}
+
+
+def _tcp_connect(hop: ResolvedTarget, family: int) -> socket.socket:
+    """TCP to the hop as ssh dials it: each address of its AddressFamily in turn, from BindAddress if set."""
+    bind = hop.options.get("bindaddress")
+    if family == socket.AF_UNSPEC and not bind:
+        return socket.create_connection((hop.hostname, hop.port), timeout=hop.connect_timeout)
+    last: OSError | None = None
+    for fam, kind, proto, _, address in socket.getaddrinfo(hop.hostname, hop.port, family, socket.SOCK_STREAM):
+        sock = socket.socket(fam, kind, proto)
+        try:
+            sock.settimeout(hop.connect_timeout)
+            if bind:
+                sock.bind((str(bind), 0))
+            sock.connect(address)
+            return sock
+        except OSError as e:
+            sock.close()
+            last = e
+    raise last or OSError(f"no address for {hop.hostname}")
 
 
 def _session(sock, hop: ResolvedTarget, accept_new_host: bool) -> paramiko.Transport:

@@ -169,6 +169,9 @@ def verify_hop(hop, key: paramiko.PKey, *, accept_new: bool) -> str:
         host_file = f"/etc/ssh/ssh_host_{short_type(plain_type).lower()}_key.pub"
         extra = (" (devenv does not take StrictHostKeyChecking no as consent; say accept-new for this host or "
                  "pass --accept-new-host)") if strict == "no" else ""
+        if _none_or_empty(getattr(hop, "options", {}).get("knownhostscommand")) is not None:
+            extra += (" (devenv does not run KnownHostsCommand: keys it would print must be in a known_hosts "
+                      "file)")
         raise HostKeyError(
             f"host key for {label} is not known: {presented} (looked in {where})",
             "re-run with --accept-new-host to trust and record it (verify the fingerprint with the host's admin "
@@ -218,6 +221,11 @@ def record(name: str, key_type: str, blob: bytes, path: Path, *, hashed: bool = 
             f.write(line)
 
 
+def _none_or_empty(value) -> str | None:
+    text = str(value or "").strip()
+    return None if not text or text.lower() == "none" else text
+
+
 # --- RevokedHostKeys ----------------------------------------------------------------------------------
 
 def _check_revoked_file(hop, label: str, presented: str, blobs: list[bytes]) -> None:
@@ -228,8 +236,11 @@ def _check_revoked_file(hop, label: str, presented: str, blobs: list[bytes]) -> 
         data = Path(path).read_bytes()
     except OSError as e:
         # OpenSSH refuses too: a revocation list it cannot read may be hiding a revoked key
+        literal = any(mark in path for mark in ("~", "%", "${"))
         raise HostKeyError(f"cannot read RevokedHostKeys {path} to check {label}: {e.strerror or e}",
-                           "fix or remove RevokedHostKeys in your ssh config") from None
+                           "fix or remove RevokedHostKeys in your ssh config" + (
+                               " (OpenSSH 9.2 takes its path as written: no ~, %-tokens or ${VAR}; give the "
+                               "full path)" if literal else "")) from None
     if data.startswith(_KRL_MAGIC):
         if any(_krl_revokes(path, b) for b in blobs):
             raise HostKeyError(f"host key for {label} is revoked by {path}: {presented}",

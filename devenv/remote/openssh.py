@@ -157,6 +157,13 @@ def _proxy_word(value: str) -> str:
 
 def replace_block(config_text: str, alias: str, block: str) -> str:
     """config_text with the `Host alias` block replaced by block (or block appended)."""
+    text = _without_block(config_text, alias)
+    return (text + "\n\n" if text else "") + block
+
+
+def _without_block(config_text: str, alias: str) -> str:
+    """config_text less the `Host alias` block (a block runs to the next Host or Match line), trailing newlines
+    dropped."""
     out: list[str] = []
     skipping = False
     for line in config_text.splitlines(keepends=True):
@@ -165,8 +172,7 @@ def replace_block(config_text: str, alias: str, block: str) -> str:
             skipping = stripped.split()[1:] == [alias] and stripped.lower().startswith("host ")
         if not skipping:
             out.append(line)
-    text = "".join(out).rstrip("\n")
-    return (text + "\n\n" if text else "") + block
+    return "".join(out).rstrip("\n")
 
 
 def block_of(config_text: str, alias: str) -> str | None:
@@ -186,15 +192,7 @@ def block_of(config_text: str, alias: str) -> str | None:
 
 def remove_block(config_text: str, alias: str) -> str:
     """config_text without the `Host alias` block."""
-    out: list[str] = []
-    skipping = False
-    for line in config_text.splitlines(keepends=True):
-        stripped = line.strip()
-        if stripped.lower().startswith(("host ", "match ")):
-            skipping = stripped.split()[1:] == [alias] and stripped.lower().startswith("host ")
-        if not skipping:
-            out.append(line)
-    text = "".join(out).rstrip("\n")
+    text = _without_block(config_text, alias)
     return text + "\n" if text.strip() else ""
 
 

@@ -18,7 +18,7 @@ import socket
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from devenv.errors import ConnectError
+from devenv.errors import ConnectError, ProfileError
 from devenv.remote import ssh_g
 
 DEFAULT_CONNECT_TIMEOUT = 15.0   # OpenSSH waits for the OS's TCP timeout (minutes); we prefer a clear error
@@ -228,14 +228,17 @@ def from_options(opts: dict, name: str, label: str, ov: Overrides | None = None)
     proxy_command = _none(opts.get("proxycommand"))
     if proxy_command:
         proxy_command = expand_tokens(proxy_command, tokens, "ProxyCommand", allowed="%hnpr")
+    # IdentityAgent and UserKnownHostsFile come expanded (ssh -G expands them, and so does our parser): a '%'
+    # or '${' left in them is part of the name ssh uses, never expanded twice
     agent = _none(opts.get("identityagent"), keep_none=True)
     if agent and agent.startswith("$") and not agent.startswith("${"):
         agent = os.environ.get(agent[1:]) or "none"  # "$VAR": the variable holds the socket's path
-    elif agent and agent.lower() not in ("none", "ssh_auth_sock"):
-        agent = expand_path(agent, tokens, "IdentityAgent")
     elif agent and agent.lower() == "ssh_auth_sock":
         agent = None
+    elif agent and agent.lower() != "none":
+        agent = expand_tilde(agent, "IdentityAgent")  # as for UserKnownHostsFile below
     revoked = _none(opts.get("revokedhostkeys"))
+    _refuse_what_devenv_cannot_do(opts, label)
     return ResolvedTarget(
         label=label, hostname=hostname, port=port, user=user,
         identity_files=tuple(dict.fromkeys(identities)),
@@ -248,24 +251,58 @@ def from_options(opts: dict, name: str, label: str, ov: Overrides | None = None)
         identity_agent=agent.lower() if agent and agent.lower() == "none" else agent,
         certificate_files=tuple(expand_path(p, tokens, "CertificateFile")
                                 for p in _list(opts.get("certificatefile")) if p.lower() != "none"),
-        known_hosts_files=_known_hosts_files(opts, tokens),
-        global_known_hosts_files=tuple(expand_path(p, tokens, "GlobalKnownHostsFile")
+        known_hosts_files=_known_hosts_files(opts),
+        # OpenSSH 9.2 expands only ~ in GlobalKnownHostsFile, and nothing at all in RevokedHostKeys
+        global_known_hosts_files=tuple(expand_tilde(p, "GlobalKnownHostsFile")
                                        for p in str(opts.get("globalknownhostsfile") or "").split()
                                        if p.lower() != "none"),
         host_key_alias=alias,
-        revoked_host_keys=expand_path(revoked, tokens, "RevokedHostKeys") if revoked else None,
+        revoked_host_keys=revoked,
         strict_host_key_checking=_strict(opts.get("stricthostkeychecking")),
         resolved_by="ssh -G" if ssh_g.ssh_binary() else "devenv's ssh config parser",
         options=dict(opts),
     )
 
 
-def _known_hosts_files(opts: dict, tokens: dict[str, str]) -> tuple[str, ...]:
+# Options that change how ssh reaches a host and that devenv cannot follow: (option, the values that do,
+# what ssh would do, the hint). Said before dialling, never ignored.
+_CANNOT_FOLLOW = (
+    ("ProxyUseFdpass", ("yes", "true"), "a ProxyCommand that hands back a connected socket",
+     "drop ProxyUseFdpass for {label} (its ProxyCommand must then relay the connection), or use ProxyJump"),
+    ("BindInterface", None, "binding the connection to a network interface",
+     "drop BindInterface for {label}, or set BindAddress to that interface's address (devenv follows it)"),
+)
+
+
+def _refuse_what_devenv_cannot_do(opts: dict, label: str) -> None:
+    """devenv logs in with keys only: where the ssh config keeps ssh from offering keys at all, connecting with
+    them anyway would not be what ssh does; nor would ignoring an option of _CANNOT_FOLLOW. Both are refused
+    before anything is dialled."""
+    if str(opts.get("pubkeyauthentication") or "yes").lower() in ("no", "false"):
+        raise ProfileError(f"the ssh config for {label} sets PubkeyAuthentication no, and devenv logs in with "
+                           "SSH keys only", f"allow keys for {label} in your ssh config (remove PubkeyAuthentication"
+                           " no, or set it yes in an earlier Host block); nothing was dialled")
+    preferred = _none(opts.get("preferredauthentications"))
+    if preferred and "publickey" not in preferred.split(","):
+        raise ProfileError(f"the ssh config for {label} sets PreferredAuthentications {preferred}, without "
+                           "publickey, and devenv logs in with SSH keys only",
+                           f"add publickey to PreferredAuthentications for {label} in your ssh config; "
+                           "nothing was dialled")
+    for option, values, what, hint in _CANNOT_FOLLOW:
+        given = _none(opts.get(option.lower()))
+        if given and (values is None or given.lower() in values):
+            raise ProfileError(f"the ssh config for {label} sets {option} {given}: devenv does not support {what}",
+                               hint.format(label=label) + "; nothing was dialled")
+
+
+def _known_hosts_files(opts: dict) -> tuple[str, ...]:
     """UserKnownHostsFile's files; () for `none` (no user file at all: only the global ones, as ssh)."""
     words = str(opts.get("userknownhostsfile") or "").split()
     if words and all(w.lower() == "none" for w in words):
         return ()
-    files = [expand_path(p, tokens, "UserKnownHostsFile") for p in words if p.lower() != "none"]
+    # expanded already (by ssh -G, or our parser); only a ~ is expanded here, for an older ssh
+    # whose -G printed it as written (9.2 never prints a leading ~)
+    files = [expand_tilde(p, "UserKnownHostsFile") for p in words if p.lower() != "none"]
     defaults = {os.path.join(local_home(), ".ssh", n) for n in ("known_hosts", "known_hosts2")}
     override = os.environ.get("DEVENV_KNOWN_HOSTS")
     if override and (not files or set(files) <= defaults):
@@ -290,11 +327,26 @@ def token_table(*, hostname: str, port: int, user: str, original: str, alias: st
     }
 
 
-def expand_tokens(text: str, tokens: dict[str, str], what: str, allowed: str | None = None) -> str:
-    """%-tokens as OpenSSH expands them; an unknown one is an error (OpenSSH refuses it too)."""
+def expand_tokens(text: str, tokens: dict[str, str], what: str, allowed: str | None = None,
+                  env: bool = False) -> str:
+    """%-tokens (and, with env, ${VAR}) as OpenSSH expands them, in one pass: what a token or a variable
+    yields is never expanded again. An unknown token is an error (OpenSSH refuses it too)."""
     out, i = [], 0
     while i < len(text):
         c = text[i]
+        if env and text.startswith("${", i):
+            end = text.find("}", i)
+            name = text[i + 2:end] if end > 0 else ""
+            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+                raise ConnectError(f"{what}: bad environment variable reference in '{text}'",
+                                   "write it as ${NAME} in your ssh config")
+            value = os.environ.get(name)
+            if value is None:
+                raise ConnectError(f"{what}: environment variable ${{{name}}} is not set",
+                                   f"set {name} or change {what} in your ssh config")
+            out.append(value)
+            i = end + 1
+            continue
         if c != "%":
             out.append(c)
             i += 1
@@ -308,28 +360,22 @@ def expand_tokens(text: str, tokens: dict[str, str], what: str, allowed: str | N
     return "".join(out)
 
 
-def expand_env(text: str, what: str) -> str:
-    def sub(m: re.Match) -> str:
-        value = os.environ.get(m.group(1))
-        if value is None:
-            raise ConnectError(f"{what}: environment variable ${{{m.group(1)}}} is not set",
-                               f"set {m.group(1)} or change {what} in your ssh config")
-        return value
-    return re.sub(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}", sub, text)
+def expand_tilde(text: str, what: str) -> str:
+    """A leading ~ or ~user, as OpenSSH's tilde_expand_filename (~ is the real uid's passwd home)."""
+    if text.startswith("~/") or text == "~":
+        return local_home() + text[1:]
+    if text.startswith("~"):
+        user, _, rest = text[1:].partition("/")
+        try:
+            return os.path.join(pwd.getpwnam(user).pw_dir, rest)
+        except KeyError:
+            raise ConnectError(f"{what}: unknown user in '{text}'", "fix the path in your ssh config") from None
+    return text
 
 
 def expand_path(text: str, tokens: dict[str, str], what: str) -> str:
-    """~ (the local home), ${VAR} and %-tokens, as OpenSSH expands file options."""
-    text = expand_env(text, what)
-    if text.startswith("~/") or text == "~":
-        text = local_home() + text[1:]
-    elif text.startswith("~"):
-        user, _, rest = text[1:].partition("/")
-        try:
-            text = os.path.join(pwd.getpwnam(user).pw_dir, rest)
-        except KeyError:
-            raise ConnectError(f"{what}: unknown user in '{text}'", "fix the path in your ssh config") from None
-    return expand_tokens(text, tokens, what)
+    """~ (the local home), then ${VAR} and %-tokens in one pass, as OpenSSH expands file options."""
+    return expand_tokens(expand_tilde(text, what), tokens, what, env=True)
 
 
 # --- small parsers -------------------------------------------------------------------------------------

@@ -62,13 +62,16 @@ KEYWORDS = frozenset({
 })
 # Keywords whose value devenv uses or that change how ssh connects: exactly one argument, checked like ssh.
 _FLAGS = frozenset({"identitiesonly", "batchmode", "hashknownhosts", "checkhostip", "forwardagent",
-                    "pubkeyauthentication", "proxyusefdpass", "tcpkeepalive", "compression"})
+                    "proxyusefdpass", "tcpkeepalive", "compression"})
 _TIMES = frozenset({"connecttimeout", "serveraliveinterval"})
 _SINGLE = frozenset({"user", "hostname", "port", "hostkeyalias", "identityagent", "proxyjump", "revokedhostkeys",
-                     "stricthostkeychecking", "serveralivecountmax", "canonicalizehostname", "addkeystoagent",
+                     "stricthostkeychecking", "serveralivecountmax", "canonicalizehostname", "pubkeyauthentication",
+                     "addressfamily", "bindaddress", "bindinterface",
                      "controlpath", "controlmaster", "identityfile", "certificatefile", "ignoreunknown"}
                     | _FLAGS | _TIMES)
 _STRICT = frozenset({"yes", "no", "ask", "accept-new", "true", "false", "off"})
+_PUBKEY = frozenset({"yes", "no", "true", "false", "unbound", "host-bound"})
+_ADD_KEYS = frozenset({"yes", "no", "ask", "confirm", "true", "false"})
 SYSTEM_CONFIG = "/etc/ssh/ssh_config"
 
 
@@ -114,7 +117,8 @@ def _apply_overrides(options: dict, ov) -> None:
         options["user"] = ov.user
     if ov.port:
         options["port"] = str(ov.port)
-    if ov.identity_file:
+    if ov.identity_file and os.path.exists(os.path.expanduser(ov.identity_file)):
+        # `ssh -i` drops a file it cannot stat (with a warning), so OpenSSH's default keys stay in play
         options["identityfile"] = [os.path.expanduser(ov.identity_file)]
     if ov.jump:
         options["proxyjump"] = ov.jump
@@ -156,16 +160,20 @@ def _read(path: Path, state: _State, *, active: bool, system: bool, depth: int, 
         keyword, args, raw = _split(line, where)
         if not keyword:
             continue
+        if not raw:
+            raise _bad(where, f'no argument after keyword "{keyword}"')
         if keyword not in KEYWORDS:
             ignored = state.options.get("ignoreunknown")
             if ignored and _pattern_list_matches(str(ignored).split(","), keyword, lower=True):
                 continue
             raise _bad(where, f"Bad configuration option: {keyword}")
         _check_value(keyword, args, where)
+        if keyword == "addkeystoagent":
+            _check_add_keys(args, where)
         if keyword == "host":
             active = not never and _host_matches(args, state.host)
         elif keyword == "match":
-            active = not never and _match(args, state, where)
+            active = _match(_strdelim_words(raw, where), state, where) and not never
         elif keyword == "include":
             for pattern in args:
                 from devenv.remote.sshconfig import local_home
@@ -184,11 +192,16 @@ def _read(path: Path, state: _State, *, active: bool, system: bool, depth: int, 
                     f"{where}: CanonicalizeHostname {args[0]} is not supported by devenv's built-in ssh config "
                     "parser (it would need ssh's DNS canonicalization)",
                     "install OpenSSH's client (openssh-client): devenv then asks `ssh -G`, which does it")
-            _set(state.options, keyword, args, raw, state.host)
+            _set(state.options, keyword, args, raw, state.host, where)
 
 
 def _check_value(keyword: str, args: list[str], where: str) -> None:
     """The checks ssh makes on the options devenv uses, whether or not the line's block applies."""
+    if keyword in ("userknownhostsfile", "globalknownhostsfile"):
+        if "" in args:
+            raise _bad(where, f"keyword {keyword} empty argument")
+        if len(args) > 1 and any(a.lower() == "none" for a in args):
+            raise _bad(where, f'keyword {keyword} "none" argument must appear alone.')
     if keyword not in _SINGLE:
         return
     if not args:
@@ -196,6 +209,8 @@ def _check_value(keyword: str, args: list[str], where: str) -> None:
     if len(args) > 1:
         raise _bad(where, f"keyword {keyword} extra arguments at end of line")
     value = args[0]
+    if not value and keyword not in ("identityfile", "certificatefile"):
+        raise _bad(where, "Missing argument.")
     if keyword == "port" and _port_number(value) is None:
         raise _bad(where, f"Bad port '{value}'.")
     if keyword in _FLAGS and value.lower() not in ("yes", "no", "true", "false"):
@@ -206,6 +221,22 @@ def _check_value(keyword: str, args: list[str], where: str) -> None:
         raise _bad(where, f"invalid time value '{value}'.")
     if keyword == "serveralivecountmax" and not re.fullmatch(r"-?\d+", value):
         raise _bad(where, f"integer value '{value}' invalid.")
+    if keyword == "serveralivecountmax" and int(value) < 0:
+        raise _bad(where, "integer value too small.")
+    if keyword == "addressfamily" and value.lower() not in ("any", "inet", "inet6"):
+        raise _bad(where, f'unsupported option "{value}".')
+    if keyword == "pubkeyauthentication" and value.lower() not in _PUBKEY:
+        raise _bad(where, f'unsupported option "{value}".')
+
+
+def _check_add_keys(args: list[str], where: str) -> None:
+    """AddKeysToAgent: yes/no/ask/confirm, a lifetime, or `confirm` and a lifetime (readconf.c)."""
+    state = args[0].lower() if args else ""
+    if len(args) == 2 and state == "confirm" and convtime(args[1]) is not None:
+        return
+    if len(args) == 1 and (state in _ADD_KEYS or convtime(args[0]) is not None):
+        return
+    raise _bad(where, "unsupported option")
 
 
 def _port_number(value: str) -> int | None:
@@ -229,7 +260,7 @@ def convtime(value: str) -> int | None:
     return sum(int(n) * scale[u.lower()] for n, u in parts)
 
 
-def _set(options: dict, keyword: str, args: list[str], raw: str, host: str) -> None:
+def _set(options: dict, keyword: str, args: list[str], raw: str, host: str, where: str) -> None:
     if keyword in _ACCUMULATE:
         options.setdefault(keyword, [])
         options[keyword].extend(args[:1] if keyword in ("identityfile", "certificatefile") else args)
@@ -251,13 +282,23 @@ def _set(options: dict, keyword: str, args: list[str], raw: str, host: str) -> N
     elif keyword in _MULTI_WORD:
         options[keyword] = " ".join(args)
     elif keyword == "hostname":
-        options[keyword] = args[0].replace("%h", host).replace("%%", "%")
+        options[keyword] = _expand_hostname(args[0], host, where)
     elif keyword in _TIMES:
         options[keyword] = str(convtime(args[0]))
     elif keyword == "port":
         options[keyword] = str(_port_number(args[0]))
     else:
         options[keyword] = args[0]
+
+
+def _expand_hostname(value: str, host: str, where: str) -> str:
+    """HostName takes %h and %% only, in one pass (ssh.c); any other token makes ssh refuse the config."""
+    bad = re.search(r"%([^h%]|$)", re.sub(r"%[h%]", "", value))
+    if bad:
+        raise ProfileError(f"{where}: HostName '{value}': percent_expand: unknown key %{bad.group(1)}",
+                           "HostName accepts only %h and %%; fix that line of your ssh config (`ssh -G HOST` "
+                           "refuses it too)")
+    return re.sub(r"%([h%])", lambda m: host if m.group(1) == "h" else "%", value)
 
 
 def _split(line: str, where: str = "") -> tuple[str, list[str], str]:
@@ -312,6 +353,31 @@ def _words(text: str, where: str = "") -> list[str]:
     return words
 
 
+def _strdelim_words(text: str, where: str) -> list[str]:
+    """A Match line's words as OpenSSH 9.2's strdelim cuts them: blanks and one '=' separate, a double quote
+    groups (single quotes and backslashes are plain characters), a word starting with '#' ends the line."""
+    words: list[str] = []
+    rest = text
+    while rest:
+        cut = re.search(r'[ \t"=]', rest)
+        if cut is None:
+            word, rest = rest, ""
+        elif cut.group() == '"':
+            start = cut.start()
+            close = rest.find('"', start + 1)
+            if close < 0:
+                raise _bad(where, "invalid quotes")
+            word, rest = rest[:start] + rest[start + 1:close], rest[close + 1:].lstrip(" \t")
+        else:
+            word, rest = rest[:cut.start()], rest[cut.end():].lstrip(" \t")
+            if cut.group() != "=" and rest.startswith("="):
+                rest = rest[1:].lstrip(" \t")
+        if word.startswith("#"):
+            break
+        words.append(word)
+    return words
+
+
 def _glob_match(pattern: str, value: str) -> bool:
     """match.c's match_pattern: only '*' and '?' are wildcards ('[' is literal)."""
     regex = "".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in pattern)
@@ -337,27 +403,30 @@ def _host_matches(patterns: list[str], host: str) -> bool:
 
 
 def _match(args: list[str], state: _State, where: str) -> bool:
+    """readconf.c's match_cfg_line (9.2): criteria are ANDed; `all` stands alone; an `exec` after a false
+    criterion is not run."""
     from devenv.remote.sshconfig import local_user
 
     options = state.options
-    result, i = True, 0
-    if not args:
-        raise ProfileError(f"{where}: Match needs criteria", "see `man ssh_config`")
+    result, attributes, i = True, 0, 0
     while i < len(args):
         word = args[i]
         negate = word.startswith("!")
-        criterion = word.lstrip("!").lower()
+        criterion = (word[1:] if negate else word).lower()
         if criterion == "all":
-            ok = True
-        elif criterion in ("final", "canonical"):
+            if attributes > 1 or i + 1 < len(args):
+                raise _bad(where, f"'{word}' cannot be combined with other Match attributes")
+            return result and not negate
+        attributes += 1
+        if criterion in ("final", "canonical"):
             # ssh makes its second pass only for `Match final` (or canonicalization, refused above), and
             # `canonical` is true in that pass as `final` is
             if criterion == "final":
                 state.wants_final = True
             ok = state.final
         else:
-            if i + 1 >= len(args):
-                raise ProfileError(f"{where}: Match {criterion} needs an argument", "see `man ssh_config`")
+            if i + 1 >= len(args) or not args[i + 1]:
+                raise _bad(where, f"Missing Match criteria for {criterion}")
             i += 1
             value = args[i]
             if criterion == "host":
@@ -370,15 +439,18 @@ def _match(args: list[str], state: _State, where: str) -> bool:
             elif criterion == "localuser":
                 ok = _pattern_list_matches(value.split(","), local_user())
             elif criterion == "exec":
-                ok = _match_exec(value, state)
+                ok = _match_exec(value, state) if result else False  # skipped, as ssh skips it
             else:
-                raise ProfileError(f"{where}: unsupported Match criterion '{criterion}' in devenv's built-in "
-                                   "ssh config parser", "install OpenSSH's client (openssh-client), or see "
+                raise ProfileError(f"{where}: Unsupported Match attribute {criterion} (devenv's built-in ssh "
+                                   "config parser knows all, canonical, final, exec, host, originalhost, user and "
+                                   "localuser)", "install OpenSSH's client (openssh-client), or see "
                                    "`man ssh_config`")
-        if negate:
+        if negate and not (criterion == "exec" and not result):
             ok = not ok
         result = result and ok
         i += 1
+    if attributes == 0:
+        raise _bad(where, "One or more attributes required for Match")
     return result
 
 
