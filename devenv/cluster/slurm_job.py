@@ -65,31 +65,39 @@ class SlurmSettings:
         return data
 
 
-def check_name(field_name: str, value: str) -> str:
-    if not NAME_RE.fullmatch(value):
-        raise SettingError(field_name, f"'{value}' is not a Slurm name",
-                           "use letters, digits, '_', '.', '+', '-' (not starting with '-')")
+# What each kind of Slurm value must look like: (pattern, what a mismatch is not, how to write it); a "{}" in
+# the hint is the field's name
+_FORMS = {
+    "name": (NAME_RE, "a Slurm name", "use letters, digits, '_', '.', '+', '-' (not starting with '-')"),
+    "time": (TIME_RE, "a Slurm time limit",
+             'write e.g. time: "04:00:00" (HH:MM:SS), "90" (minutes) or "1-00:00:00" (days-HH:MM:SS)'),
+    "mem": (MEM_RE, "a memory size", 'write e.g. {}: "32G"'),
+    "constraint": (CONSTRAINT_RE, "a feature expression",
+                   'write e.g. constraint: "a100&ib" (features joined by & | , without spaces)'),
+}
+
+
+def _must_be(form: str, field_name: str, value: str) -> str:
+    pattern, what, hint = _FORMS[form]
+    if not pattern.fullmatch(value):
+        raise SettingError(field_name, f"'{value}' is not {what}", hint.format(field_name))
     return value
+
+
+def check_name(field_name: str, value: str) -> str:
+    return _must_be("name", field_name, value)
 
 
 def check_time(value: str) -> str:
-    if not TIME_RE.fullmatch(value):
-        raise SettingError("time", f"'{value}' is not a Slurm time limit",
-                           'write e.g. time: "04:00:00" (HH:MM:SS), "90" (minutes) or "1-00:00:00" (days-HH:MM:SS)')
-    return value
+    return _must_be("time", "time", value)
 
 
 def check_mem(field_name: str, value: str) -> str:
-    if not MEM_RE.fullmatch(value):
-        raise SettingError(field_name, f"'{value}' is not a memory size", f'write e.g. {field_name}: "32G"')
-    return value
+    return _must_be("mem", field_name, value)
 
 
 def check_constraint(value: str) -> str:
-    if not CONSTRAINT_RE.fullmatch(value):
-        raise SettingError("constraint", f"'{value}' is not a feature expression",
-                           'write e.g. constraint: "a100&ib" (features joined by & | , without spaces)')
-    return value
+    return _must_be("constraint", "constraint", value)
 
 
 def check_extra(value: str) -> str:
