@@ -163,25 +163,12 @@ class JobRequest:
         words = [f"--job-name={self.name}", f"--nodes={int(nodes)}", "--ntasks-per-node=1", "--no-requeue",
                  f"--time={s.time}", f"--output={self.log_path}", f"--chdir={self.workdir}",
                  f"--comment=devenv:{self.spec_hash}"]
-        if s.partition:
-            words.append(f"--partition={s.partition}")
-        if s.account:
-            words.append(f"--account={s.account}")
-        if s.qos:
-            words.append(f"--qos={s.qos}")
-        if s.gpus_per_node:
-            words.append(f"--gres=gpu:{s.gpu_type}:{s.gpus_per_node}" if s.gpu_type
-                         else f"--gres=gpu:{s.gpus_per_node}")
-        if s.cpus_per_gpu:
-            words.append(f"--cpus-per-gpu={int(s.cpus_per_gpu)}")
-        if s.mem_per_gpu:
-            words.append(f"--mem-per-gpu={s.mem_per_gpu}")
-        if s.cpus_per_node:
-            words.append(f"--cpus-per-task={int(s.cpus_per_node)}")
-        if s.mem:
-            words.append(f"--mem={s.mem}")
-        if s.constraint:
-            words.append(f"--constraint={s.constraint}")
+        gres = s.gpus_per_node and (f"gpu:{s.gpu_type}:{s.gpus_per_node}" if s.gpu_type else f"gpu:{s.gpus_per_node}")
+        optional = (("partition", s.partition), ("account", s.account), ("qos", s.qos), ("gres", gres),
+                    ("cpus-per-gpu", s.cpus_per_gpu and int(s.cpus_per_gpu)), ("mem-per-gpu", s.mem_per_gpu),
+                    ("cpus-per-task", s.cpus_per_node and int(s.cpus_per_node)), ("mem", s.mem),
+                    ("constraint", s.constraint))
+        words.extend(f"--{option}={value}" for option, value in optional if value)
         words.extend(check_extra(x) for x in (*s.extra_sbatch, *self.extra))
         return words
 
