@@ -63,7 +63,7 @@ slurm:
   gpus_per_node: 1
   time: "00:20:00"
 YAML
-printf 'description: the H200 through Slurm\nimage: devenv/pytorch:unused-on-slurm\ngpus: 1\njupyter: true\n' \
+printf 'description: the H200 through Slurm\nimage: devenv/pytorch:unused-on-slurm\ncuda: "13.0"\ntorch: "2.11.0+cu130"\ngpus: 1\njupyter: true\n' \
   >"$DEVENV_HOME/profiles/envs/h200.yaml"
 devenv() { python3 -m devenv "$@"; }
 

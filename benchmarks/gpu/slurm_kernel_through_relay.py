@@ -49,6 +49,8 @@ try:
         result = jc.execute(kernel, CODE)
         print("kernel status:", result.status)
         print(result.stdout.strip())
+        if result.status != "ok":
+            print("kernel error:", (result.error or result.stderr or "").strip()[-1500:])
         code = 0 if result.status == "ok" and "H200" in result.stdout else 1
 finally:
     up.send_signal(signal.SIGINT)     # as Ctrl-C: the tunnel closes, the job keeps running

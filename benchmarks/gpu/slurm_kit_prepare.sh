@@ -20,12 +20,12 @@ grep -qxF '/.slurmkit/' "$exclude" 2>/dev/null || echo '/.slurmkit/' >>"$exclude
 
 if [ "${SLURMKIT_SKIP_GPUHOST:-0}" != 1 ]; then
   (cd "$dest_root" && GPUHOST_WITH_DEPS="jupyterlab ipykernel" "$branch/../../shared/gpu-host/prepare")
-  # already on the H200 machine's python (its image's package list), newer or equal: leave them out
-  for n in anyio attrs certifi charset_normalizer h11 httpcore httpx idna jinja2 markdown_it_py markupsafe mdurl \
-           packaging psutil pygments python_dateutil pyyaml requests six typing_extensions urllib3 prometheus_client; do
-    rm -f "$dest_root"/.gpuhost/whl/"$n"-[0-9]*.whl
-  done
 fi
+# already on the H200 machine's python (its image's package list), newer or equal: leave them out
+for n in anyio attrs certifi charset_normalizer h11 httpcore httpx idna jinja2 markdown_it_py markupsafe mdurl \
+         packaging psutil pygments python_dateutil pyyaml requests six typing_extensions urllib3 prometheus_client; do
+  rm -f "$dest_root"/.gpuhost/whl/"$n"-[0-9]*.whl
+done
 
 rm -rf "$kit"; mkdir -p "$kit/deb"
 pkgs=(slurmctld slurmd slurm-client slurm-wlm-basic-plugins munge libmunge2
