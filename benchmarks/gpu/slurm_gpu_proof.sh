@@ -24,7 +24,7 @@ T0=$(date +%s)
 step "0. machine"
 { date -u; cat /etc/os-release | head -4; uname -r; id; ldd --version | head -1; nproc
   grep MemTotal /proc/meminfo; nvidia-smi -L; nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -1
-  ls -l /dev/nvidia*; command -v sbatch munged slurmd || echo "no Slurm/munge installed before the kit"
+  ls -l /dev/nvidia*; ip -br addr 2>/dev/null || cat /proc/net/dev; head -3 /etc/hosts; hostname; command -v sbatch munged slurmd || echo "no Slurm/munge installed before the kit"
 } 2>&1 | tee -a "$OUT/proof.log"
 
 # devenv from this branch (the device copies the lead's checkout; the branch's devenv/ travels in the kit)
@@ -46,7 +46,7 @@ fi
 sinfo 2>&1 | tee -a "$OUT/proof.log"; sinfo --version | tee -a "$OUT/proof.log"
 
 step "1. Slurm on the GPU, over SSH to the login node"
-ssh -o BatchMode=yes gpu-host 'echo "PATH=$PATH"; command -v sbatch srun; srun --gres=gpu:1 -N1 --immediate=30 sh -c "echo node=\$SLURMD_NODENAME job=\$SLURM_JOB_ID CUDA_VISIBLE_DEVICES=\$CUDA_VISIBLE_DEVICES; nvidia-smi -L"' 2>&1 | tee -a "$OUT/proof.log"
+python3 "$KIT/slurm_login_srun.py" 2>&1 | tee -a "$OUT/proof.log"
 scontrol show node gpunode | grep -E "Gres|State|CfgTRES" | tee -a "$OUT/proof.log"
 
 export DEVENV_HOME=/tmp/devenv-home-slurm
@@ -68,12 +68,12 @@ printf 'description: the H200 through Slurm\nimage: devenv/pytorch:unused-on-slu
 devenv() { python3 -m devenv "$@"; }
 
 step "2. devenv check h200slurm"
-s=$(date +%s.%N); devenv check h200slurm >"$W/check.txt" 2>&1; code=$?
+s=$(date +%s.%N); timeout 120 python3 -m devenv check h200slurm >"$W/check.txt" 2>&1; code=$?
 say "check exit=$code in $(python3 -c "print(round($(date +%s.%N)-$s,1))") s"; cat "$W/check.txt" | tee -a "$OUT/proof.log"
-devenv check h200slurm --json >"$W/check.json" 2>"$W/check-json.err"; say "check --json exit=$?"
+timeout 120 python3 -m devenv check h200slurm --json >"$W/check.json" 2>"$W/check-json.err"; say "check --json exit=$?"
 
 step "3. devenv sanity h200slurm --nodes 1"
-s=$(date +%s.%N); devenv sanity h200slurm --nodes 1 --json >"$W/sanity.json" 2>"$W/sanity.err"; code=$?
+s=$(date +%s.%N); timeout 170 python3 -m devenv sanity h200slurm --nodes 1 --json >"$W/sanity.json" 2>"$W/sanity.err"; code=$?
 say "sanity exit=$code in $(python3 -c "print(round($(date +%s.%N)-$s,1))") s"
 tail -n 15 "$W/sanity.err" | tee -a "$OUT/proof.log"
 python3 - "$W/sanity.json" <<'PY' 2>&1 | tee -a "$OUT/proof.log"
@@ -89,10 +89,10 @@ PY
 squeue -a 2>&1 | tee -a "$OUT/proof.log"
 
 step "4. devenv up h200slurm -> a kernel through devenv's relay; status; down"
-timeout 280 python3 "$KIT/slurm_kernel_through_relay.py" h200slurm 2>&1 | tee "$W/up-kernel.log" | tee -a "$OUT/proof.log"
+timeout 150 python3 "$KIT/slurm_kernel_through_relay.py" h200slurm 2>&1 | tee "$W/up-kernel.log" | tee -a "$OUT/proof.log"
 devenv status h200slurm 2>&1 | tee -a "$OUT/proof.log"
 devenv status h200slurm --json >"$W/status.json" 2>&1
-devenv down h200slurm 2>&1 | tee -a "$OUT/proof.log"; say "down exit=${PIPESTATUS[0]}"
+timeout 60 python3 -m devenv down h200slurm 2>&1 | tee -a "$OUT/proof.log"; say "down exit=${PIPESTATUS[0]}"
 for i in $(seq 30); do [ -z "$(squeue -h 2>/dev/null)" ] && break; sleep 1; done
 say "squeue after down: '$(squeue -h 2>&1)'"
 say "jupyter processes after down: $(pgrep -fc 'jupyterlab' || true)"

@@ -106,7 +106,7 @@ log "slurm.conf: $CONF ($cpus CPUs, ${mem} MB, gres gpu:$GPU_TYPE:$ngpu = $gpu_f
 "$P/usr/sbin/slurmd" -f "$CONF" -N gpunode -d "$P/usr/sbin/slurmstepd" </dev/null \
   || die "slurmd did not start: $(tail -n 5 "$D/log/slurmd.log")"
 for i in $(seq 60); do
-  state=$("$P/usr/bin/sinfo" -h -N -o '%t' 2>/dev/null | head -n 1)
+  state=$("$P/usr/bin/sinfo" -h -N -o '%t' 2>/dev/null | head -n 1 || true)
   case "$state" in idle|mix|alloc) break ;; esac
   "$P/usr/bin/scontrol" update NodeName=gpunode State=RESUME >/dev/null 2>&1 || true
   [ "$i" = 60 ] && die "node gpunode not up after 60 s (state '$state'): $(tail -n 5 "$D/log/slurmd.log")"
