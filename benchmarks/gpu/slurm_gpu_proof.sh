@@ -9,15 +9,16 @@
 #   3. devenv sanity h200slurm --nodes 1 (NCCL on the GPU through srun + torchrun; devenv's verdict)
 #   4. devenv up h200slurm -> a kernel through devenv's relay that sees the GPU; status; down; nothing left
 # Run by the device tool from the repo root with .gpuhost and .slurmkit carried:  bash .slurmkit/proof.sh
-# Outputs in $OUT: proof.log (the summary) and proof.tar.gz (every output).
+# Outputs in $OUT: proof.log (the summary), proof.tar.gz (every output), and check.txt, check.json, sanity.json,
+# up-kernel.log (8 files at most come back from the device tool).
 set -uo pipefail
-OUT=${OUT:-/tmp/slurm-gpu-proof}; mkdir -p "$OUT"; W=$OUT/work; mkdir -p "$W"
+OUT=${OUT:-/tmp/slurm-gpu-proof}; mkdir -p "$OUT"; W=/tmp/slurm-gpu-proof-work; rm -rf "$W"; mkdir -p "$W"
 KIT=$(cd "$(dirname "$0")" && pwd)
 step() { printf '\n=== %s (%s)\n' "$*" "$(date -u +%T)" | tee -a "$OUT/proof.log"; }
 say() { echo "$*" | tee -a "$OUT/proof.log"; }
 finish() {
   cp -a /var/lib/slurmkit/log "$W/slurm-logs" 2>/dev/null; cp /etc/slurm/slurm.conf /etc/slurm/gres.conf "$W/" 2>/dev/null
-  tar -C "$W" -czf "$OUT/proof.tar.gz" . ; }
+  tar -C "$W" -czf "$OUT/proof.tar.gz" . ; cp "$W"/check.txt "$W"/check.json "$W"/sanity.json "$W"/up-kernel.log "$OUT"/ 2>/dev/null; }
 trap finish EXIT
 T0=$(date +%s)
 
