@@ -103,14 +103,38 @@ log "slurm.conf: $CONF ($cpus CPUs, ${mem} MB, gres gpu:$GPU_TYPE:$ngpu = $gpu_f
 
 # --- daemons ----------------------------------------------------------------------------------------------------
 "$P/usr/sbin/slurmctld" -f "$CONF" </dev/null || die "slurmctld did not start: $(tail -n 5 "$D/log/slurmctld.log")"
-"$P/usr/sbin/slurmd" -f "$CONF" -N gpunode -d "$P/usr/sbin/slurmstepd" </dev/null \
-  || die "slurmd did not start: $(tail -n 5 "$D/log/slurmd.log")"
-for i in $(seq 60); do
-  state=$("$P/usr/bin/sinfo" -h -N -o '%t' 2>/dev/null | head -n 1 || true)
-  case "$state" in idle|mix|alloc) break ;; esac
-  "$P/usr/bin/scontrol" update NodeName=gpunode State=RESUME >/dev/null 2>&1 || true
-  [ "$i" = 60 ] && die "node gpunode not up after 60 s (state '$state'): $(tail -n 5 "$D/log/slurmd.log")"
-  sleep 1
+# slurmd 22.05 always loads a cgroup plugin; autodetect picks cgroup/v2 on a cgroup2 /sys/fs/cgroup, whose init
+# needs systemd's dbus to make the stepds' scope (seen on the H200 machine: "cannot connect to dbus system daemon",
+# slurmd exits). proctrack/linuxproc and task/none use no cgroup, so try in turn: cgroup/v1 (its init mounts
+# nothing), cgroup/v2 making the scope itself (IgnoreSystemd=yes), then autodetect (no cgroup.conf).
+start_slurmd() { "$P/usr/sbin/slurmd" -f "$CONF" -N gpunode -d "$P/usr/sbin/slurmstepd" </dev/null; }
+node_up() {   # until the node is idle (at most $1 s)
+  local i state
+  for i in $(seq "$1"); do
+    state=$("$P/usr/bin/sinfo" -h -N -o '%t' 2>/dev/null | head -n 1 || true)
+    case "$state" in idle|mix|alloc) return 0 ;; esac
+    "$P/usr/bin/scontrol" update NodeName=gpunode State=RESUME >/dev/null 2>&1 || true
+    sleep 1
+  done
+  log "node gpunode not up after $1 s (state '$state')"; return 1
+}
+stop_slurmd() { local pid; pid=$(cat "$D/slurmd.pid" 2>/dev/null) && kill "$pid" 2>/dev/null; sleep 1; }
+cgconf=$(dirname "$CONF")/cgroup.conf
+started=""
+for cg in "CgroupPlugin=cgroup/v1" "CgroupPlugin=cgroup/v2
+IgnoreSystemd=yes" ""; do
+  name=${cg:-autodetect}; name=${name//$'\n'/ }
+  if [ -n "$cg" ]; then printf '%s\n' "$cg" >"$cgconf"; else rm -f "$cgconf"; fi
+  if ! start_slurmd; then
+    log "slurmd did not start with cgroup.conf '$name': $(tail -n 2 "$D/log/slurmd.log" | tr '\n' ' ')"; continue
+  fi
+  # a step must run too (slurmstepd loads the same cgroup plugin)
+  if node_up 40 && out=$(timeout 40 "$P/usr/bin/srun" -N1 --gres=gpu:1 --immediate=20 sh -c 'echo "step ok on $SLURMD_NODENAME, CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES"' 2>&1); then
+    log "$out"; started=$name; break
+  fi
+  log "with cgroup.conf '$name' a step did not run: ${out:-} $(tail -n 2 "$D/log/slurmd.log" | tr '\n' ' ')"
+  stop_slurmd
 done
-log "node gpunode $state: $("$P/usr/bin/sinfo" -h -o '%P %a %D %G')"
+[ -n "$started" ] || die "slurmd did not run a step with any cgroup.conf: $(tail -n 5 "$D/log/slurmd.log")"
+log "slurmd runs (cgroup.conf: $started); node gpunode: $("$P/usr/bin/sinfo" -h -o '%P %a %D %t %G')"
 if [ -n "$P" ]; then echo "export SLURM_CONF=$CONF LD_LIBRARY_PATH=$LD_LIBRARY_PATH PATH=$P/usr/bin:\$PATH"; fi
