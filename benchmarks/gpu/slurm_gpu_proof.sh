@@ -35,6 +35,7 @@ bash .gpuhost/start >"$W/gpuhost-start.log" 2>&1 || { say "gpu-host kit failed:"
 tail -n 1 "$W/gpuhost-start.log" | tee -a "$OUT/proof.log"
 export PYTHONPATH=/tmp/site:$PWD
 
+if [ "${ONLY_UP:-0}" != 1 ]; then   # ONLY_UP=1: the cluster runs already (a second call on a warm machine)
 step "0b. Slurm + munge from the Debian 12 debs"
 SLURMKIT_ROOT=/ bash "$KIT/start" >"$W/slurmkit-start.log" 2>&1; code=$?
 cat "$W/slurmkit-start.log" | tee -a "$OUT/proof.log"
@@ -50,6 +51,7 @@ step "1. Slurm on the GPU, over SSH to the login node"
 python3 "$KIT/slurm_login_srun.py" 2>&1 | tee -a "$OUT/proof.log"
 scontrol show node gpunode | grep -E "Gres|State|CfgTRES" | tee -a "$OUT/proof.log"
 
+fi
 export DEVENV_HOME=/tmp/devenv-home-slurm
 rm -rf "$DEVENV_HOME"; mkdir -p "$DEVENV_HOME/profiles/hosts" "$DEVENV_HOME/profiles/envs"
 cat >"$DEVENV_HOME/profiles/hosts/h200slurm.yaml" <<YAML
@@ -68,6 +70,7 @@ printf 'description: the H200 through Slurm\nimage: devenv/pytorch:unused-on-slu
   >"$DEVENV_HOME/profiles/envs/h200.yaml"
 devenv() { python3 -m devenv "$@"; }
 
+if [ "${ONLY_UP:-0}" != 1 ]; then
 step "2. devenv check h200slurm"
 s=$(date +%s.%N); timeout 120 python3 -m devenv check h200slurm >"$W/check.txt" 2>&1; code=$?
 say "check exit=$code in $(python3 -c "print(round($(date +%s.%N)-$s,1))") s"; cat "$W/check.txt" | tee -a "$OUT/proof.log"
@@ -89,6 +92,7 @@ print("job:", r.get("job_id"), "nodes:", r.get("nodes"))
 PY
 squeue -a 2>&1 | tee -a "$OUT/proof.log"
 
+fi
 step "4. devenv up h200slurm -> a kernel through devenv's relay; status; down"
 timeout 150 python3 "$KIT/slurm_kernel_through_relay.py" h200slurm 2>&1 | tee "$W/up-kernel.log" | tee -a "$OUT/proof.log"
 devenv status h200slurm 2>&1 | tee -a "$OUT/proof.log"

@@ -13,7 +13,9 @@ import threading
 import time
 from pathlib import Path
 
+# the project's tests/jupyter_client.py, not the jupyter_client package: run from the repo root (or benchmarks/gpu)
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))
+sys.path.insert(0, str(Path.cwd() / "tests"))
 from jupyter_client import JupyterClient  # noqa: E402
 
 URL = re.compile(r"http://127\.0\.0\.1:\d+/lab\?token=\S+")
