@@ -138,3 +138,20 @@ def test_one_rank_on_one_gpu_passes_what_it_ran_and_judges_no_link():
     assert busbw.status == "skip" and "one rank" in busbw.value        # 0 GB/s by the formula, not a slow link
     assert by_id(verdict, "multinode.scaling").status == "skip"        # 1 node vs the same node is no scaling
     assert any("no interconnect was tested" in line for line in verdict.not_proven)
+
+
+def h200_through_slurm(phase: str) -> dict:
+    """A real `devenv sanity h200slurm --nodes 1` on the H200 machine (2026-12-02): one-node Slurm with gres/gpu,
+    NCCL, one rank (docs/gpu-proof/slurm-gpu/sanity.json, its two phases)."""
+    return json.loads((SLURM / f"multinode_nccl_h200_slurm_1gpu_{phase}.json").read_text())
+
+
+def test_one_rank_through_slurm_names_no_interconnect_it_never_crossed():
+    # The recorded verdict said "interconnect: PCIe 4.0 x16 ... GPUs talk over PCIe (gen 4 assumed)", with the
+    # PCI-SIG threshold as its source, for a run whose all-reduce had one rank (and an H200, which is not gen 4).
+    verdict = mn.judge(h200_through_slurm("multi"), h200_through_slurm("single"), 1)
+    assert verdict.status == "pass"
+    link = verdict.to_dict()["interconnect"]
+    assert link["kind"] == "none" and link["gbs"] is None and link["source"] == "", link
+    assert "one rank" in link["name"]
+    assert verdict.not_proven == ["one rank: no interconnect was tested (it takes two GPUs or two nodes)"]

@@ -28,7 +28,7 @@ def table() -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class Link:
-    kind: str              # nvlink4 | nvlink3 | pcie4 | infiniband | ethernet | loopback | unknown
+    kind: str              # nvlink4 | nvlink3 | pcie4 | infiniband | ethernet | loopback | unknown | none
     name: str
     gbs: float | None      # nominal one-direction GB/s; None when unknown
     source: str
@@ -131,7 +131,9 @@ def judge(multi: dict[str, Any] | None, single: dict[str, Any] | None, nodes_ask
                               f"replicas {'agree' if agree else 'DIFFER'}",
                               None if agree and finite else "the replicas drifted apart or the loss is not finite"))
 
-    link = find_link(nodes, gpu)
+    # one rank crossed no link: naming one (PCIe by default on a GPU node) would claim a path never taken
+    link = find_link(nodes, gpu) if world > 1 else Link("none", "none (one rank)", None, "",
+                                                        "the all-reduce had one rank: it crossed no link")
     if world <= 1:  # busbw = algbw x 2(n-1)/n is 0 for one rank: nothing crossed any link, so nothing to judge
         checks.append(CheckResult("multinode.busbw", "All-reduce bus bandwidth", SKIP,
                                   "one rank: the all-reduce crossed no link (busbw = algbw x 2(n-1)/n = 0)"))
@@ -144,7 +146,7 @@ def judge(multi: dict[str, Any] | None, single: dict[str, Any] | None, nodes_ask
     if link.kind == "loopback":
         not_proven.append(f"the nodes share one machine ({nodes[0].get('hostname') if nodes else '?'}): their "
                           "traffic never crossed a network, so no network bandwidth was proven")
-    elif link.gbs is None:
+    elif link.gbs is None and link.kind != "none":
         not_proven.append(f"{link.name}: its nominal bandwidth is unknown, so the bandwidth was measured, not judged")
     checks.append(_scaling(multi, single, link, not_proven))
     worst = FAIL if any(c.status == FAIL for c in checks) else WARN if any(c.status == WARN for c in checks) else PASS
