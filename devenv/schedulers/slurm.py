@@ -60,6 +60,8 @@ class Slurm:
         """'node[1-2]' -> ['node1', 'node2'] (Slurm expands its own host lists)."""
         if not re.fullmatch(r"[A-Za-z0-9_.,\[\]-]+", nodelist):
             raise DevenvError(f"unexpected node list from Slurm: {nodelist!r}", "this is a bug in devenv")
+        if "[" not in nodelist:   # plain names: nothing to expand, no round trip (a job's start waits on it)
+            return [name for name in nodelist.split(",") if name]
         result = self._run(f"scontrol show hostnames {shlex.quote(nodelist)}")
         return [line.strip() for line in result.stdout.splitlines() if line.strip()]
 
