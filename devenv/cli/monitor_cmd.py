@@ -167,16 +167,31 @@ def run_headless(host_profiles, interval: float, accept_new_host: bool, bind: tu
 def run_tui(host_profiles, interval: float, accept_new_host: bool, env: str | None = None,
             readonly: bool = False) -> None:
     from devenv.cli.monitor_services import services_for
-    from devenv.cli.monitor_sources import sampler_for, sources
-    from devenv.tui.monitor_app import create_monitor_app
+    from devenv.cli.monitor_sources import SourceFollower, sampler_for, sources
+    from devenv.tui.monitor_app import HostChanges, create_monitor_app
 
     found = {s.name: s for s in sources(host_profiles, accept_new_host)}
 
     def sampler_factory(name: str):
         return sampler_for(found[name], interval, accept_new_host)
 
-    services = services_for({name: s.profile for name, s in found.items()}, accept_new_host, env,
-                            places={name: s.place for name, s in found.items() if s.place is not None})
+    profiles = {name: s.profile for name, s in found.items()}
+    places = {name: s.place for name, s in found.items() if s.place is not None}
+    services = services_for(profiles, accept_new_host, env, places=places)
+    follower = SourceFollower(list(found.values()), accept_new_host)
+
+    def follow_hosts() -> HostChanges:
+        """The clusters' jobs looked at again (the TUI's worker calls it): new nodes become sources here."""
+        changes = follower.refresh()
+        for source in changes.added:
+            found[source.name] = source
+            profiles[source.name] = source.profile
+            if source.place is not None:
+                places[source.name] = source.place
+        return HostChanges([s.name for s in changes.added], changes.ended, changes.gone)
+
+    if follower:
+        services.follow_hosts = follow_hosts
     if readonly:
         services.up = services.down = services.kill = None
     app = create_monitor_app(list(found), sampler_factory, services, readonly=readonly)

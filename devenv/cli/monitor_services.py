@@ -20,8 +20,9 @@ def services_for(host_profiles: dict, accept_new_host: bool = False, env_choice:
                  places: dict | None = None) -> MonitorServices:
     """host_profiles: the monitor's names -> their host profiles (a Slurm job's node -> its cluster's);
     places: the names that are nodes of a Slurm job -> their JobPlace (the keys act on that job's
-    environment, and a process is stopped on its node)."""
-    places = places or {}
+    environment, and a process is stopped on its node). Both are read at each call: the monitor adds the nodes
+    of jobs started after it to them."""
+    places = {} if places is None else places
 
     def env_for(name: str) -> str | None:
         place = places.get(name)

@@ -1,7 +1,8 @@
 """What `devenv monitor` watches, as sources behind the monitor's one host interface: a host is itself; a
 Slurm cluster (`runtime: slurm`) is every node of the user's running devenv jobs (services/cluster_monitor),
 each a host named cluster/job-J/node whose samples come through the login node, or one row saying that no
-job runs. The widgets, --once, --json and the NDJSON/Prometheus streams see only snapshots."""
+job runs. The widgets, --once, --json and the NDJSON/Prometheus streams see only snapshots. The TUI follows
+the clusters' jobs while it runs (SourceFollower): a new job's nodes appear, an ended job's are marked."""
 
 from __future__ import annotations
 
@@ -101,3 +102,52 @@ def jobs_json(snapshots: list[HostSnapshot]) -> list[dict]:
         entry["nodes"].append({"node": place.node, "host": snap.host, "state": snap.state,
                                "gpus": len(snap.gpus)})
     return list(jobs.values())
+
+
+@dataclass(frozen=True)
+class SourceChanges:
+    """What a look at the clusters again found: new sources (nodes of jobs started since), the snapshots of
+    nodes whose job ended, and the names of rows to drop (a cluster's "no job" row, once one runs)."""
+    added: list[Source]
+    ended: list[HostSnapshot]
+    gone: list[str]
+
+
+class SourceFollower:
+    """The clusters among the sources, each followed by a JobWatch on its login node's connection: so that a
+    long-running monitor shows a job started after it, and marks one that ended (services/cluster_monitor)."""
+
+    def __init__(self, found: list[Source], accept_new_host: bool = False, watches: dict | None = None):
+        from devenv.services.cluster_monitor import JobWatch, job_places
+
+        self._no_job = {s.profile.name for s in found if s.fixed is not None and s.fixed.state == "no-job"}
+        clusters = {s.profile.name: s.profile for s in found if s.place is not None or s.profile.name in self._no_job}
+        self._profiles = clusters
+
+        def lister(profile: HostProfile) -> Callable[[], list[JobPlace]]:
+            return lambda: job_places(connect(profile, accept_new_host), profile)
+
+        self._watches = watches if watches is not None else {
+            name: JobWatch(lister(profile), [s.place for s in found if s.place is not None and s.profile.name == name])
+            for name, profile in clusters.items()}
+
+    def __bool__(self) -> bool:
+        return bool(self._watches)
+
+    def refresh(self) -> SourceChanges:
+        from devenv.services.cluster_monitor import ended_snapshot
+
+        added: list[Source] = []
+        ended: list[HostSnapshot] = []
+        gone: list[str] = []
+        for name, watch in self._watches.items():
+            try:
+                changes = watch.refresh()
+            except DevenvError:
+                continue    # a failed look (a busy slurmctld, a lost connection) changes nothing
+            added += [Source(p.name, self._profiles[name], place=p) for p in changes.added]
+            ended += [ended_snapshot(p) for p in changes.ended]
+            if changes.added and name in self._no_job:
+                self._no_job.discard(name)
+                gone.append(name)
+        return SourceChanges(added, ended, gone)

@@ -5,20 +5,22 @@ For ports no TCP forward can reach: a Slurm compute node's loopback, reached wit
 `srun --overlap --jobid J ... relay PORT` on the login node (the idea of `docker system dial-stdio` or
 `ssh -W`: no port opened on any network). A watcher says when what it reaches is gone (the job ended), so a
 held tunnel ends with that reason instead of living on as a zombie.
+
+Starting the command (srun: a job step, through slurmctld) is most of a first request's wait, so one relay per
+forward is started with the tunnel, before anyone connects, and the first connection takes it (the URL
+devenv prints answers sooner); the others start their own, as before.
 """
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from devenv.errors import DevenvError
 from devenv.remote.base import Connection
-from devenv.remote.tunnels import Forward, LoopbackForwarder
-
-if TYPE_CHECKING:
-    from devenv.remote.sshlib import paramiko
+from devenv.remote.sshlib import paramiko
+from devenv.remote.tunnels import Forward, LoopbackForwarder, no_delay, transport_of
 
 
 class CommandTunnel(LoopbackForwarder):
@@ -26,16 +28,30 @@ class CommandTunnel(LoopbackForwarder):
 
     def __init__(self, conn: Connection, forwards: list[Forward], command_for: Callable[[Forward], str],
                  watch: Callable[[], str | None] | None = None, watch_every: float = 3.0):
+        self.conn = conn
         self.command_for = command_for
         self.ended: str | None = None        # why it stopped on its own (from the watcher), for the message
+        # the spares exist before the listeners do: a first client may come at once
+        self._spares: dict[str, _Spare] = {f.name: _Spare(functools.partial(self._start_relay, f)) for f in forwards}
         super().__init__(conn, forwards)
         if watch is not None:
             threading.Thread(target=self._watch, args=(watch, watch_every), daemon=True, name="relay-watch").start()
 
-    def _open(self, transport: paramiko.Transport, peer: tuple[str, int], f: Forward) -> paramiko.Channel:
+    def _start_relay(self, f: Forward) -> paramiko.Channel:
+        """A relay started ahead of its client (a spare's thread)."""
+        transport = transport_of(self.conn)
+        no_delay(transport.sock)
+        return self._relay(transport, f)
+
+    def _relay(self, transport: paramiko.Transport, f: Forward) -> paramiko.Channel:
         channel = transport.open_session(timeout=15)
         channel.exec_command(self.command_for(f))
         return channel
+
+    def _open(self, transport: paramiko.Transport, peer: tuple[str, int], f: Forward) -> paramiko.Channel:
+        spare = self._spares.pop(f.name, None)
+        channel = spare.take() if spare is not None else None
+        return channel or self._relay(transport, f)
 
     def _watch(self, watch: Callable[[], str | None], every: float) -> None:
         while not self._closed.wait(every):
@@ -47,3 +63,42 @@ class CommandTunnel(LoopbackForwarder):
                 self.ended = reason
                 self.close()
                 return
+
+    def close(self) -> None:
+        for spare in list(self._spares.values()):
+            spare.discard()
+        self._spares.clear()
+        super().close()
+
+
+class _Spare:
+    """A relay started ahead of its client, on a thread: take() waits for it (it is already under way), and
+    gives None when it failed or has already ended (the caller then starts its own); discard() closes it."""
+
+    def __init__(self, start: Callable[[], paramiko.Channel]):
+        self._channel: paramiko.Channel | None = None
+        self._ready = threading.Event()
+
+        def run() -> None:
+            try:
+                self._channel = start()
+            except (OSError, EOFError, paramiko.SSHException, DevenvError):
+                self._channel = None
+            self._ready.set()
+
+        threading.Thread(target=run, name="relay-spare", daemon=True).start()
+
+    def take(self) -> paramiko.Channel | None:
+        self._ready.wait(30)
+        channel, self._channel = self._channel, None
+        if channel is None or channel.closed or channel.exit_status_ready():
+            if channel is not None:
+                channel.close()
+            return None
+        return channel
+
+    def discard(self) -> None:
+        self._ready.wait(5)
+        if self._channel is not None:
+            self._channel.close()
+            self._channel = None

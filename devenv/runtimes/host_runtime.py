@@ -9,9 +9,12 @@ are never secrets (the token travels with put(), on stdin).
 
 from __future__ import annotations
 
+import base64
 import json
+import re
 import shlex
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any, cast
 
 from devenv.config.profiles import HostProfile
@@ -89,6 +92,14 @@ print(json.dumps(out))
 _PROBE = jupyter_scripts.PROBE
 
 
+@dataclass(frozen=True)
+class PreparedFiles:
+    """What prepare_in_one found: the python's facts, the token in force, and $HOME there."""
+    facts: dict[str, Any]
+    token: str
+    home: str
+
+
 class HostRuntime:
     kind = "host"
 
@@ -136,6 +147,50 @@ class HostRuntime:
         self.conn.run(f"mkdir -p {_home(directory)} && chmod 700 {_home(directory)}", check=True, timeout=30)
         self.conn.put(token.encode() + b"\n", f"{directory}/jupyter_token", 0o600)
         self.conn.put(_JUPYTER_CONFIG.encode(), f"{directory}/jupyter_server_config.py", 0o600)
+
+    def prepare_in_one(self, key: str, workspace: str, new_token: str, facts_script: str,
+                       files: dict[str, bytes], check_facts: Callable[[dict[str, Any]], None]) -> PreparedFiles:
+        """prepare() and more in ONE round trip (a job's start waits on every one): facts_script run by the
+        profile's python prints one JSON line, which check_facts judges (a non-zero exit stops the script there:
+        nothing written); then the env's dir (0700), its token (the one there if valid, else new_token; 0600),
+        the Jupyter config, `files` (name -> bytes, 0600) and the workspace. Contents travel base64 on stdin,
+        one per line (never argv: the token is a secret)."""
+        directory = _home(self.env_dir(key))
+        names = list(files)
+        for name in names:
+            if not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
+                raise DevenvError(f"bad file name {name!r}", "this is a bug in devenv")
+        writes = "".join(f'read -r b; put "$d"/{shlex.quote(n)} "$b" || exit 5\n' for n in names)
+        script = (
+            f"facts=$({shlex.quote(self.python)} -c {shlex.quote(facts_script)} 2>&1); rc=$?; "
+            'printf "%s\\n" "$facts"; [ $rc -eq 0 ] || exit 4\n'
+            "umask 077; put() { printf %s \"$2\" | base64 -d > \"$1.tmp\" && mv -f \"$1.tmp\" \"$1\"; }\n"
+            f'd={directory}; mkdir -p "$d" && chmod 700 "$d" || exit 5\n'
+            'read -r b; t=$(cat "$d"/jupyter_token 2>/dev/null | tr -d "[:space:]"); '
+            'if [ ${#t} -lt 32 ]; then put "$d"/jupyter_token "$b" || exit 5; t=; fi\n'
+            'read -r b; put "$d"/jupyter_server_config.py "$b" || exit 5\n'
+            f"{writes}"
+            f"mkdir -p {_home(workspace)} || exit 5\n"
+            'printf "devenv-token %s\\ndevenv-home %s\\n" "$t" "$HOME"\n')
+        lines = [new_token.encode() + b"\n", _JUPYTER_CONFIG.encode()] + [files[n] for n in names]
+        data = b"".join(base64.b64encode(b) + b"\n" for b in lines)
+        result = self.conn.run(script, stdin=data, timeout=90)
+        out = result.stdout.splitlines()
+        facts_line = next((ln for ln in out if ln.startswith("{")), None)
+        facts = json.loads(facts_line) if facts_line else {}
+        if facts_line:
+            check_facts(facts)      # e.g. no JupyterLab: its own message (facts_script exits non-zero then)
+        if result.exit_code == 4 or not facts_line:
+            said = [ln for ln in out if ln.strip()] or [result.stderr.strip() or f"exit code {result.exit_code}"]
+            raise DevenvError(f"python '{self.python}' does not run on {self.host}: {said[-1]}",
+                              "set `python:` in the host profile to a python the login and compute nodes share "
+                              "(e.g. a venv's bin/python on the shared file system)")
+        found = dict(ln.split(" ", 1) for ln in out if ln.startswith("devenv-") and " " in ln)
+        if not result.ok or "devenv-home" not in found:
+            raise DevenvError(f"cannot write the environment's files in {self.env_dir(key)} on {self.host}: "
+                              f"{result.stderr.strip() or f'exit code {result.exit_code}'}",
+                              f"check that {self.host}'s home directory is writable (and not full)")
+        return PreparedFiles(facts, found.get("devenv-token", "").strip() or new_token, found["devenv-home"])
 
     def read_token(self, key: str) -> str | None:
         result = self.conn.run(f"cat {_home(self.env_dir(key))}/jupyter_token", timeout=30)

@@ -60,6 +60,8 @@ class Slurm:
         """'node[1-2]' -> ['node1', 'node2'] (Slurm expands its own host lists)."""
         if not re.fullmatch(r"[A-Za-z0-9_.,\[\]-]+", nodelist):
             raise DevenvError(f"unexpected node list from Slurm: {nodelist!r}", "this is a bug in devenv")
+        if "[" not in nodelist:   # plain names: nothing to expand, no round trip (a job's start waits on it)
+            return [name for name in nodelist.split(",") if name]
         result = self._run(f"scontrol show hostnames {shlex.quote(nodelist)}")
         return [line.strip() for line in result.stdout.splitlines() if line.strip()]
 
@@ -91,14 +93,32 @@ class Slurm:
         """One job by id; None when Slurm has forgotten it."""
         if not job_id.isdigit():
             return None
+        for attempt in (1, 2):
+            try:
+                return self._job_once(job_id)
+            except DevenvError:
+                if attempt == 2:
+                    raise
+                time.sleep(1.0)   # a busy slurmctld ("Socket timed out"): once more before it is news
+        return None
+
+    def _job_once(self, job_id: str) -> Job | None:
+        """None only when Slurm says it does not know the id; a squeue or scontrol that failed otherwise (a
+        busy or restarting slurmctld) raises: a failed look is not a job that ended."""
         result = self.conn.run(f"squeue --noheader --states=all --jobs={job_id} "
                                f"--format={shlex.quote(slurm_text.JOB_FORMAT)}", timeout=TIMEOUT)
         found = slurm_text.parse_jobs(result.stdout) if result.ok else []
         if found:
             return found[0]
+        if not result.ok and not _unknown_job(result):
+            raise self._failed(f"squeue --jobs={job_id}", result)
         shown = self.conn.run(f"scontrol --oneliner show job {job_id}", timeout=TIMEOUT)
         records = slurm_text.parse_records(shown.stdout) if shown.ok else []
-        return slurm_text.job_from_record(records[0]) if records else None
+        if records:
+            return slurm_text.job_from_record(records[0])
+        if not shown.ok and not _unknown_job(shown):
+            raise self._failed(f"scontrol show job {job_id}", shown)
+        return None
 
     def cancel(self, job_id: str, wait: float = 30.0) -> Job | None:
         """scancel, then wait (bounded) until Slurm says it is no longer pending or running."""
@@ -122,10 +142,13 @@ class Slurm:
     def _run(self, command: str) -> Result:
         result = self.conn.run(command, timeout=TIMEOUT)
         if not result.ok:
-            tail = (result.stderr or result.stdout).strip().splitlines()[-2:]
-            raise DevenvError(f"`{command.split()[0]}` failed on {self.host}: {' '.join(tail) or result.exit_code}",
-                              "is Slurm reachable from the login node? try `sinfo` there by hand")
+            raise self._failed(command, result)
         return result
+
+    def _failed(self, command: str, result: Result) -> DevenvError:
+        tail = (result.stderr or result.stdout).strip().splitlines()[-2:]
+        return DevenvError(f"`{command.split()[0]}` failed on {self.host}: {' '.join(tail) or result.exit_code}",
+                           "is Slurm reachable from the login node? try `sinfo` there by hand")
 
     def _rejected(self, request: JobRequest, result: Result) -> JobRejected:
         lines = [ln.strip() for ln in (result.stderr + result.stdout).splitlines() if ln.strip()]
@@ -141,3 +164,8 @@ class Slurm:
             hint = (f"the cluster has no such GPU resource in that partition; `devenv check {self.host}` lists "
                     "each partition's GPUs (set slurm.gpus_per_node: 0 for a CPU job)")
         return JobRejected(f"Slurm on {self.host} refused the job: {said}", hint)
+
+
+def _unknown_job(result: Result) -> bool:
+    """Slurm's answer for an id it does not know (or no longer remembers: MinJobAge)."""
+    return "Invalid job id" in result.stderr + result.stdout

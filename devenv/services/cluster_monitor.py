@@ -5,12 +5,16 @@ HostSnapshot): its connection is a StepConnection (schedulers/slurm_step.py) tha
 stream and process loop on that node under `srun --overlap --jobid J --nodelist NODE`, through the login
 node. So one stream per node, the same sampler, and the snapshot carries its JobPlace, by which the front ends
 group nodes by job. A cluster where none of the user's devenv jobs runs is one snapshot saying so (no-job).
+Jobs come and go while the monitor runs: JobWatch, asked again every so often, says which nodes are new and
+which jobs ended (their nodes then show job-ended, not a reconnecting stream).
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from devenv.cluster import slurm_job
 from devenv.config.profiles import HostProfile
@@ -18,7 +22,7 @@ from devenv.env import spec as envspec
 from devenv.remote.base import Connection
 from devenv.schedulers.slurm import Slurm
 from devenv.schedulers.slurm_step import StepConnection
-from devenv.services.monitor import NO_JOB, HostSnapshot, JobPlace
+from devenv.services.monitor import JOB_ENDED, NO_JOB, HostSnapshot, JobPlace
 
 
 def job_places(conn: Connection, host: HostProfile, owner: str | None = None) -> list[JobPlace]:
@@ -44,7 +48,40 @@ def node_connection(login: Connection, place: JobPlace, *, owns: bool = False) -
 
 def no_job_snapshot(cluster: str, clock=time.time) -> HostSnapshot:
     return HostSnapshot(cluster, NO_JOB, clock(), f"{cluster}: no devenv job of yours runs there (squeue --me)",
-                        f"`devenv up {cluster}` starts one; then start the monitor again")
+                        f"`devenv up {cluster}` starts one; its nodes show up here once it runs")
+
+
+def ended_snapshot(place: JobPlace, clock=time.time) -> HostSnapshot:
+    """A node of a job that no longer runs (cancelled, done, timed out, its node failed): said, not retried."""
+    return HostSnapshot(place.name, JOB_ENDED, clock(), f"job {place.job_id} ({place.job_name}) no longer runs "
+                        f"on {place.cluster} (squeue --me)", f"`devenv status {place.cluster}` says how it ended",
+                        job=place)
+
+
+@dataclass(frozen=True)
+class JobChanges:
+    added: list[JobPlace] = field(default_factory=list)    # nodes of jobs that started since the last look
+    ended: list[JobPlace] = field(default_factory=list)    # nodes of jobs that no longer run
+
+    def __bool__(self) -> bool:
+        return bool(self.added or self.ended)
+
+
+class JobWatch:
+    """The nodes of one cluster's devenv jobs, looked at again on refresh(): what came and what went since the
+    last look. list_places is job_places on the login node's connection (a fake job source in the tests)."""
+
+    def __init__(self, list_places: Callable[[], list[JobPlace]], known: list[JobPlace]):
+        self._list = list_places
+        self._known = {p.name: p for p in known}
+
+    def refresh(self) -> JobChanges:
+        """Raises what list_places raises (a failed look changes nothing: the next one decides)."""
+        now = {p.name: p for p in self._list()}
+        changes = JobChanges([p for name, p in now.items() if name not in self._known],
+                             [p for name, p in self._known.items() if name not in now])
+        self._known = now
+        return changes
 
 
 class FixedSampler:

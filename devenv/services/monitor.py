@@ -45,9 +45,10 @@ from devenv.gpu.sample import (
 )
 from devenv.remote.base import Connection, Result
 
-# Host states, in the words the UI shows (no-job: a Slurm cluster where none of the user's devenv jobs runs).
-CONNECTING, OK, NO_GPU, RECONNECTING, ERROR, STOPPED, NO_JOB = (
-    "connecting", "ok", "no-gpu", "reconnecting", "error", "stopped", "no-job")
+# Host states, in the words the UI shows (no-job: a Slurm cluster where none of the user's devenv jobs runs;
+# job-ended: a node of a job that ran when the monitor looked before, and no longer does).
+CONNECTING, OK, NO_GPU, RECONNECTING, ERROR, STOPPED, NO_JOB, JOB_ENDED = (
+    "connecting", "ok", "no-gpu", "reconnecting", "error", "stopped", "no-job", "job-ended")
 
 
 class NoGpu(DevenvError):

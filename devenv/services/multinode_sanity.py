@@ -23,6 +23,19 @@ from devenv.errors import DevenvError
 from devenv.sanity.multinode import MultiNodeVerdict, judge
 
 SCRIPT = Path(__file__).resolve().parent.parent / "sanity" / "scripts" / "multinode.py"
+# How a sanity job's end reads: its script ran to its end (a result to judge; FAILED: a check failed), or
+# Slurm is still finishing it (COMPLETING, no reason yet); anything else ended it early.
+VERDICT_OUTCOMES = ("COMPLETED", "FAILED", "COMPLETING")
+RUN_AGAIN = "`devenv sanity --nodes N` starts a new one"
+EARLY_END_HINTS = {
+    "TIMEOUT": "the checks ran past the job's time limit; read its log (a rendezvous that hangs usually means the "
+               "nodes cannot reach the first node's address), then " + RUN_AGAIN,
+    "NODE_FAIL": "a node of the allocation failed (`sinfo -R` says why); " + RUN_AGAIN + " on healthy nodes",
+    "CANCELLED": "it was cancelled from outside devenv (scancel, or an administrator); " + RUN_AGAIN,
+    "PREEMPTED": "a higher-priority job took the nodes; " + RUN_AGAIN,
+    "OUT_OF_MEMORY": "a rank ran out of memory; ask for more (slurm.mem_per_gpu / extra sbatch options), then "
+                     + RUN_AGAIN,
+}
 RUN_TIME = "00:15:00"           # the job's own limit: both phases on a small CPU cluster take about a minute
 
 
@@ -101,7 +114,8 @@ def run_multinode(host: HostProfile, conn, slurm, nodes: int, *, python: str | N
     error = None
     if multi is None:
         said = [ln for ln in tail if "devenv-multinode error" in ln or "Error" in ln]
-        error = (f"job {job_id} ended ({job.end_text()}) without a multi-node result"
+        ran = "its script exited" if job.outcome == "COMPLETED" else "its script failed"   # (a verdict outcome)
+        error = (f"job {job_id} ended ({job.outcome}: {ran}) without a multi-node result"
                  + (f": {said[-1].strip()}" if said else ""))
     verdict = judge(multi, single, nodes, error)
     return MultiNodeResult(host.name, job_id, slurm.hostnames(job.nodes) if job.nodes else [], verdict, multi,
@@ -118,12 +132,16 @@ def _wait(slurm, job_id, queue_timeout, run_timeout, say, clock, sleep, poll_s, 
         if job is None:
             raise JobEnded(f"job {job_id} on {host_name} is gone (Slurm no longer knows it)",
                            "run `devenv sanity` again")
-        if job.phase == "ended":
-            if job.state not in ("COMPLETED", "FAILED"):   # cancelled, time limit, node failure: not a verdict
-                raise JobEnded(f"the sanity job {job_id} on {host_name} ended: {job.end_text()}",
-                               "`devenv sanity --nodes N` starts a new one")
-            return job
-        if job.phase == "pending":
+        if job.phase in ("ended", "ending"):
+            # by its outcome, which a job still COMPLETING already has in its reason (TimeLimit -> TIMEOUT): a
+            # time limit, a cancel, a node failure or a preemption ended it early, and is no verdict
+            if job.outcome not in VERDICT_OUTCOMES:
+                raise JobEnded(f"the sanity job {job_id} on {host_name} ended before its checks did: "
+                               f"{job.end_text()}", EARLY_END_HINTS.get(job.outcome, RUN_AGAIN))
+            if job.phase == "ended":
+                return job
+            text = f"Job {job_id} ending on {job.nodes} (Slurm is cleaning up)"
+        elif job.phase == "pending":
             text = f"Job {job_id} pending: {job.pending_text()}"
             if job.hopeless:
                 slurm.cancel(job_id)

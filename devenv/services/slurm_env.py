@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import json
 import shlex
+import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 from devenv.cluster import slurm_job
 from devenv.cluster.errors import JobEnded, JobRejected, QueueTimeout
@@ -50,10 +51,11 @@ from devenv.services.backend import (
 )
 
 if TYPE_CHECKING:
-    from devenv.remote.base import Connection
+    from devenv.remote.base import Connection, Result
     from devenv.remote.envkey import EnvKey
 
 LIVE = ("pending", "running", "ending")
+_T = TypeVar("_T")
 
 _PROBE = jupyter_scripts.PROBE
 
@@ -66,6 +68,7 @@ try:
 except Exception:
     jl = None
 print(json.dumps({"python": sys.version.split()[0], "jupyterlab": jl}))
+sys.exit(0 if jl else 3)
 """
 
 
@@ -208,15 +211,21 @@ class SlurmEnvironments:
             events.step(f"Cancelling job {job.job_id}")
             self.slurm.cancel(job.job_id)
 
-        preflight(self.check, self.host, env, events)
-        self._need_jupyterlab(self._python_facts())
-
-        token = self.files.read_token(env_key) or jupyter.new_token()
-        events.step(f"Writing the environment's files on {self.host.name} (token 0600, Jupyter config)")
-        self.files.prepare(env_key, token)
+        # The python check and the env's files are one round trip, run while the preflight runs (its own
+        # batch): nothing in either depends on the other, and sbatch waits for both.
+        prepared = _Background(lambda: self.files.prepare_in_one(
+            env_key, self.files.workspace(env.name), jupyter.new_token(), _FACTS,
+            {"launch.py": slurm_job.LAUNCHER.encode()}, self._need_jupyterlab))
+        try:
+            preflight(self.check, self.host, env, events)
+        except BaseException:
+            prepared.wait()    # the preflight's failure is the news, not what the files' round trip found
+            raise
+        files = prepared.result()
+        events.step(f"Wrote the environment's files on {self.host.name} (token 0600, Jupyter config)")
+        token = files.token
+        self._home_dir = files.home
         env_dir, workspace = self._abs(self.files.env_dir(env_key)), self._abs(self.files.workspace(env.name))
-        self.conn.put(slurm_job.LAUNCHER.encode(), f"{env_dir}/launch.py", 0o600)
-        self.conn.run(f"mkdir -p {shlex.quote(workspace)}", check=True, timeout=30)
         request = JobRequest(self.settings, self.job_name(env.name), spec_hash, f"{env_dir}/job-%j.log", workspace)
         script = slurm_job.batch_script(self.host.python, f"{env_dir}/launch.py", env_dir, workspace, spec["port"])
         events.step(f"Submitting the job ({_describe(self.settings)})")
@@ -245,17 +254,6 @@ class SlurmEnvironments:
         return JupyterAccess(self._status(env_name, job, state), token, port,
                              relay=self.relay_command(job.job_id, state["node"], port),
                              ended=lambda: self.ended_reason(env_name, job.job_id))
-
-    def _python_facts(self) -> dict:
-        """The profile's python and its JupyterLab version from the package metadata: no import of JupyterLab
-        (which takes seconds on a busy login node), one round trip."""
-        result = self.conn.run(f"{shlex.quote(self.host.python)} -c {shlex.quote(_FACTS)}", timeout=60)
-        if not result.ok:
-            raise DevenvError(f"python '{self.host.python}' does not run on {self.host.name}: "
-                              f"{((result.stderr or result.stdout).strip().splitlines() or ['no output'])[-1]}",
-                              "set `python:` in the host profile to a python the login and compute nodes share "
-                              "(e.g. a venv's bin/python on the shared file system)")
-        return json.loads(result.stdout.strip().splitlines()[-1])
 
     def _need_jupyterlab(self, facts: dict) -> None:
         if not facts.get("jupyterlab"):
@@ -304,25 +302,19 @@ class SlurmEnvironments:
                     f"(at most {timeout:.0f} s)")
         found: dict = {}
         deadline = self._clock() + timeout
+        batch_node = nodes[0] if nodes else ""
 
         def probe() -> jupyter.Probe:
-            current = self.slurm.job(job.job_id)
-            if current is None or current.phase != "running":
-                return jupyter.Probe(False, "", stopped=self._ended(env_name, current or job).message)
-            if not found.get("probed"):
-                # Jupyter's own "is running at" line in the job's log, waited for on the login node (a grep
-                # every 0.1 s there, one round trip, at most 10 s at a time); then a single probe on the
-                # node confirms it answers
-                if not self._log_says_running(env_name, job.job_id, max(0.5, min(10.0, deadline - self._clock()))):
-                    return jupyter.Probe(False, "jupyter down: starting (its log does not say it runs yet)")
-                found["probed"] = True
-            state = found.get("state") or self.job_state(env_name, job.job_id)
-            if not state:
-                return jupyter.Probe(False, "jupyter down: the job has not started Jupyter yet")
-            found["state"] = state
-            result = self.slurm.step(job.job_id, state["node"], [self.host.python, "-c", _PROBE, str(state["port"])],
-                                     timeout=30)
-            return jupyter.Probe(result.ok, (result.stdout + result.stderr).strip())
+            if found.get("asked"):    # the first probe comes right after squeue said RUNNING
+                current = self.slurm.job(job.job_id)
+                if current is None or current.phase != "running":
+                    return jupyter.Probe(False, "", stopped=self._ended(env_name, current or job).message)
+            found["asked"] = True
+            wait_s = max(0.5, min(10.0, deadline - self._clock()))
+            said, state, result = self._ready_on_node(env_name, job.job_id, batch_node, wait_s)
+            if state:
+                found["state"] = state
+            return jupyter.Probe(result.ok, said)
 
         jupyter.wait_ready(probe, lambda: self.job_log(env_name, job.job_id, 30), host=self.host.name,
                            timeout=timeout, on_wait=getattr(events, "waiting", None))
@@ -339,15 +331,35 @@ class SlurmEnvironments:
                 "PREEMPTED": "a higher-priority job took the node; `devenv up` queues a new job"}
         return JobEnded(message, hint.get(job.outcome, f"`devenv up {self.host.name}` starts a new job"))
 
-    def _log_says_running(self, env_name: str, job_id: str, wait_s: float = 0.0) -> bool:
-        """Whether the job's log has Jupyter's "is running at" line, waiting up to wait_s for it on the login
-        node (a grep every 0.1 s; squeue once a second ends the wait early when the job stops running)."""
-        path = self._env_path(env_name, f"job-{int(job_id)}.log")
+    def _ready_on_node(self, env_name: str, job_id: str, node: str,
+                       wait_s: float) -> tuple[str, dict | None, Result]:
+        """One round trip: wait up to wait_s on the login node for Jupyter's "is running at" line in the job's
+        log (a grep every 0.1 s; squeue once a second ends the wait when the job stops running), read the
+        launcher's job-<id>.json (node, port), then probe that port on the node (srun --overlap). Jupyter runs
+        with port_retries 0, so the line means it listens on the port the launcher recorded.
+        (what to say, the job's state if written, the result: ok when Jupyter answered)."""
+        log = self._env_path(env_name, f"job-{int(job_id)}.log")
+        state_file = self._env_path(env_name, f"job-{int(job_id)}.json")
         polls = int(wait_s * 10)
-        script = (f"i=0; while ! grep -q 'is running at' {path} 2>/dev/null; do [ $i -ge {polls} ] && exit 1; "
+        step = slurm_job.step_command(job_id, node, [self.host.python, "-c", _PROBE])
+        script = (f"i=0; while ! grep -q 'is running at' {log} 2>/dev/null; do [ $i -ge {polls} ] && exit 10; "
                   f"i=$((i+1)); if [ $((i % 10)) -eq 0 ]; then squeue -h -j {int(job_id)} -o %T 2>/dev/null | "
-                  f"grep -q RUNNING || exit 1; fi; sleep 0.1; done")
-        return self.conn.run(script, timeout=wait_s + 30).ok
+                  f"grep -q RUNNING || exit 10; fi; sleep 0.1; done\n"
+                  f"cat {state_file} 2>/dev/null || exit 11; echo\n"
+                  f"port=$(sed -n 's/.*\"port\": *\\([0-9][0-9]*\\).*/\\1/p' {state_file}); "
+                  f'[ -n "$port" ] || exit 11\n'
+                  f'{step} "$port"')
+        result = self.conn.run(script, timeout=wait_s + 60)
+        if result.exit_code == 10:
+            return "jupyter down: starting (its log does not say it runs yet)", None, result
+        first, _, rest = result.stdout.partition("\n")
+        try:
+            state = json.loads(first) if result.exit_code != 11 else None
+        except ValueError:
+            state = None
+        if not state:
+            return "jupyter down: the job has not started Jupyter yet", None, result
+        return (rest + result.stderr).strip(), state, result
 
     def job_log(self, env_name: str, job_id: str, tail: int = 30) -> list[str]:
         path = self._env_path(env_name, f"job-{int(job_id)}.log")
@@ -465,6 +477,33 @@ class SlurmEnvironments:
         if not hasattr(self, "_home_dir"):
             self._home_dir = self.conn.run('printf %s "$HOME"', check=True, timeout=30).stdout.strip()
         return self._home_dir + path[1:]
+
+
+class _Background(Generic[_T]):
+    """fn() on a thread; result() joins it and returns its value or raises its exception (a KeyboardInterrupt
+    in the caller still joins: the work is one bounded round trip)."""
+
+    def __init__(self, fn: Callable[[], _T]):
+        self._value: list[_T] = []
+        self._error: list[BaseException] = []
+
+        def run() -> None:
+            try:
+                self._value.append(fn())
+            except BaseException as exc:  # noqa: BLE001 (handed to the caller, who raises it)
+                self._error.append(exc)
+
+        self._thread = threading.Thread(target=run, name="devenv-slurm-prepare", daemon=True)
+        self._thread.start()
+
+    def wait(self) -> None:
+        self._thread.join()
+
+    def result(self) -> _T:
+        self._thread.join()
+        if self._error:
+            raise self._error[0]
+        return self._value[0]
 
 
 def _describe(s: SlurmSettings) -> str:

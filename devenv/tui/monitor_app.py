@@ -12,7 +12,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from textual import on, work
@@ -30,6 +30,7 @@ from devenv.tui.monitor_screens import ConfirmScreen, HelpScreen, JupyterScreen,
 from devenv.tui.monitor_view import SORTS, HostExtras, flatten, host_view, sorted_processes
 
 EXTRAS_EVERY_S = 15.0
+FOLLOW_EVERY_S = 10.0   # how often a cluster's jobs are looked at again (one squeue per cluster)
 
 
 class Sampler(Protocol):
@@ -59,6 +60,17 @@ class MonitorServices:
     # kill(host, pid, "TERM" | "KILL", command it should still run) -> what was done
     kill: Callable[[str, int, str, str | None], str] | None = None
     close: Callable[[], None] | None = None  # called once at quit (closes tunnels the keys opened)
+    # the hosts that came and went since the last call (a Slurm cluster's jobs), asked every FOLLOW_EVERY_S
+    follow_hosts: Callable[[], HostChanges] | None = None
+
+
+@dataclass(frozen=True)
+class HostChanges:
+    """New hosts (their samplers come from the app's sampler_factory), the last snapshot of hosts that
+    ended (a job that no longer runs: its panel stays, saying so, and its sampler stops), rows to drop."""
+    added: list[str] = field(default_factory=list)
+    ended: list[HostSnapshot] = field(default_factory=list)
+    gone: list[str] = field(default_factory=list)
 
 
 # --- messages (up from workers) -------------------------------------------------------------------------
@@ -262,6 +274,7 @@ class MonitorApp(App):
             self.samplers[host].start()
         self._watch()
         self._extras()
+        self._follow()
         for panel in self.panels():
             panel.redraw(self.clock())
         if self.hosts:
@@ -285,11 +298,11 @@ class MonitorApp(App):
     def _watch(self) -> None:
         """One thread for all hosts: post each host's snapshot when it changed, at most once a second."""
         worker = get_current_worker()
-        versions = {host: -1 for host in self.samplers}
+        versions: dict[str, int] = {}
         while not worker.is_cancelled:
-            for host, sampler in self.samplers.items():
-                version, snap = sampler.wait_for_update(versions[host], timeout=0)
-                if version != versions[host]:
+            for host, sampler in list(self.samplers.items()):   # hosts come and go (_apply_hosts)
+                version, snap = sampler.wait_for_update(versions.get(host, -1), timeout=0)
+                if version != versions.get(host, -1):
                     versions[host] = version
                     self.post_message(HostUpdated(snap))
             # one redraw per tick: a tick's lines (one per GPU) arrive together, and are drawn together
@@ -306,7 +319,7 @@ class MonitorApp(App):
             return
         running: dict[str, threading.Thread] = {}
         while not worker.is_cancelled:
-            for host in self.hosts:
+            for host in list(self.hosts):
                 if host in running and running[host].is_alive():
                     continue  # the last round's call for this host is still out
                 running[host] = threading.Thread(target=self._extras_of, args=(host,), daemon=True)
@@ -314,6 +327,58 @@ class MonitorApp(App):
             deadline = time.monotonic() + EXTRAS_EVERY_S
             while time.monotonic() < deadline and not worker.is_cancelled:
                 time.sleep(0.2)
+
+    @work(thread=True, exclusive=True, group="follow")
+    def _follow(self) -> None:
+        """Every FOLLOW_EVERY_S: the hosts that came and went (a cluster's jobs started or ended since)."""
+        worker = get_current_worker()
+        if self.services.follow_hosts is None:
+            return
+        while not worker.is_cancelled:
+            deadline = time.monotonic() + FOLLOW_EVERY_S
+            while time.monotonic() < deadline and not worker.is_cancelled:
+                time.sleep(0.2)
+            if worker.is_cancelled:
+                return
+            try:
+                changes = self.services.follow_hosts()
+            except DevenvError:
+                continue   # a failed look changes nothing; the next one decides
+            if changes.added or changes.ended or changes.gone:
+                self.call_from_thread(self.apply_hosts, changes)
+
+    def apply_hosts(self, changes: HostChanges) -> None:
+        """New panels with started samplers; ended hosts keep their panel, with its last word, and lose their
+        sampler (its stream would only reconnect to a job that is gone); dropped rows go."""
+        box = self.query_one("#hosts")
+        for host in changes.gone:
+            panel = self.panel(host)
+            if panel is not None:
+                panel.remove()
+            sampler = self.samplers.pop(host, None)
+            if sampler is not None:
+                sampler.stop(timeout=0)
+            if host in self.hosts:
+                self.hosts.remove(host)
+        for snapshot in changes.ended:
+            sampler = self.samplers.pop(snapshot.host, None)
+            if sampler is not None:
+                sampler.stop(timeout=0)
+            self.on_host_updated(HostUpdated(snapshot))
+        for host in changes.added:
+            if host in self.hosts:
+                continue
+            self.hosts.append(host)
+            panel = HostPanel(host)
+            box.mount(panel, before=self.query_one("#no-match"))
+            panel.display = self.filter_text.lower() in host.lower()
+            self.samplers[host] = self.sampler_factory(host)
+            self.samplers[host].start()
+        if changes.added:
+            self.notify(f"{len(changes.added)} new node(s): {', '.join(changes.added)}", title="jobs")
+        if self.selected not in self.hosts and self.hosts:
+            self.selected = self.hosts[0]
+        self._update_subtitle()
 
     def _extras_of(self, host: str) -> None:
         env_state = verdict = None

@@ -45,6 +45,11 @@ class Lines:
             self._q.put(line)
         self._q.put(None)
 
+    def text(self, timeout: float) -> str:
+        """Every line it printed, waiting up to timeout for the rest (after the process ended)."""
+        self.wait_for(re.compile(r"(?!)"), timeout)   # a pattern that never matches: up to the end
+        return "".join(self.seen)
+
     def wait_for(self, pattern: re.Pattern, timeout: float) -> str | None:
         while True:
             try:
@@ -63,32 +68,49 @@ def test_up_kernel_through_the_tunnel_sanity_two_nodes_then_down_leaves_nothing(
     before = my_live_jobs()
     up = subprocess.Popen([sys.executable, "-m", "devenv", "up", cluster.host], stdout=subprocess.PIPE,
                           stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True, env=cluster.environ, cwd=REPO)
+    errors = Lines(up.stderr)     # read as it comes: a full stderr pipe would stall `up` itself
     try:
-        url = Lines(up.stdout).wait_for(URL, 300)
-        if url is None:
+        _up_then_sanity_then_down(cluster, up, errors, before)
+    except BaseException:
+        # whatever failed, leave nothing behind: the job goes through the product's own `down`, so that the
+        # fixture's "no job left" check does not bury this failure under a second one
+        if up.poll() is None:
             up.kill()
-            raise AssertionError(f"`devenv up` printed no URL:\n{up.stderr.read()}")
+            up.wait(30)
+        cluster.run("down", cluster.host, timeout=180)
+        raise
+
+
+def _up_then_sanity_then_down(cluster, up: subprocess.Popen, errors: Lines, before: set[str]) -> None:
+    url = Lines(up.stdout).wait_for(URL, 300)
+    try:
+        if url is None:
+            raise AssertionError(f"`devenv up` printed no URL:\n{errors.text(5)}")
         jobs = live_jobs(cluster.job_name)
         assert len(jobs) == 1 and jobs[0][2] == "RUNNING", jobs
         job_id, node = jobs[0][0], jobs[0][4]
         assert node in ("node1", "node2")
 
         # a real kernel through devenv's tunnel: its code runs inside the job, on the compute node
-        with JupyterClient(url, timeout=60) as jc:
+        with JupyterClient(url, timeout=180) as jc:
             kernel = jc.start_kernel()
             run = jc.execute(kernel, "import os\nprint(6 * 7)\nos.environ['SLURM_JOB_ID'], "
                                      "os.environ['SLURMD_NODENAME'], os.getcwd()")
         assert run.status == "ok", run
         assert run.stdout == "42\n"
         assert run.result == repr((job_id, node, str(cluster.workspace)))
-        assert requests.get(url.split("/lab")[0] + "/api/kernels", timeout=30).status_code == 403  # no token
+        assert requests.get(url.split("/lab")[0] + "/api/kernels", timeout=60).status_code == 403  # no token
     finally:
         up.send_signal(signal.SIGINT)        # Ctrl-C: the tunnel closes, the environment keeps running
-        code = up.wait(60)
-    assert code == 0, up.stderr.read()
+        try:
+            code = up.wait(180)              # a guard, not a timing: it ends within a second when idle
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"`devenv up` still ran 180 s after Ctrl-C:\n{errors.text(5)}") from None
+    assert code == 0, errors.text(5)
     with pytest.raises(requests.ConnectionError):
         requests.get(url, timeout=10)        # the local port is closed with the tunnel
-    assert not processes_mentioning("--overlap", f"--jobid={job_id}"), "a relay outlived `devenv up`"
+    wait_for(lambda: not processes_mentioning("--overlap", f"--jobid={job_id}"), 60,
+             "the relays to end with `devenv up`")
 
     status = cluster.run("status", cluster.host, "--json")
     assert status.returncode == 0, status.stderr
@@ -106,9 +128,9 @@ def test_up_kernel_through_the_tunnel_sanity_two_nodes_then_down_leaves_nothing(
     down = cluster.run("down", cluster.host)
     assert down.returncode == 0, down.stderr
     assert f"job {job_id}" in down.stdout
-    wait_for(lambda: not live_jobs(cluster.job_name), 60, "the environment's job to end")
+    wait_for(lambda: not live_jobs(cluster.job_name), 120, "the environment's job to end")
     assert my_live_jobs() <= before, "a job of this test is still in squeue"
-    wait_for(lambda: not processes_mentioning("jupyterlab", f"/{cluster.owner}-{cluster.env}/"), 60,
+    wait_for(lambda: not processes_mentioning("jupyterlab", f"/{cluster.owner}-{cluster.env}/"), 120,
              "the job's Jupyter to end")
     assert not processes_mentioning("--overlap", f"--jobid={job_id}")
     assert not processes_mentioning("devenv", "up", cluster.host)

@@ -1,0 +1,66 @@
+"""The Slurm env's files in one round trip (HostRuntime.prepare_in_one), run for real by bash on this machine
+(LocalConnection) in a temporary $HOME: what `up` writes before sbatch, and what it keeps."""
+
+from __future__ import annotations
+
+import stat
+import sys
+
+import pytest
+
+from devenv.config.profiles import HostProfile
+from devenv.errors import DevenvError
+from devenv.remote.local import LocalConnection
+from devenv.runtimes.host_runtime import HostRuntime
+from devenv.services.slurm_env import _FACTS, SlurmEnvironments
+
+FAKE_FACTS = 'import json, sys\nprint(json.dumps({"python": "3.x", "jupyterlab": %s}))\nsys.exit(%d)\n'
+
+
+def _runtime(monkeypatch, tmp_path) -> HostRuntime:
+    monkeypatch.setenv("HOME", str(tmp_path))
+    return HostRuntime(LocalConnection(), HostProfile(name="box", source="t", local=True, python=sys.executable))
+
+
+def test_one_round_trip_writes_private_files_and_keeps_a_valid_token(monkeypatch, tmp_path):
+    files = _runtime(monkeypatch, tmp_path)
+    calls = []
+    run = files.conn.run
+    monkeypatch.setattr(files.conn, "run", lambda *a, **kw: calls.append(a[0]) or run(*a, **kw))
+    first = files.prepare_in_one("me-env", "~/devenv-workspaces/env", "a" * 48, FAKE_FACTS % ('"4.6"', 0),
+                                 {"launch.py": b"print('launcher')\n"}, lambda facts: None)
+    assert len(calls) == 1
+    assert first.token == "a" * 48 and first.home == str(tmp_path) and first.facts["jupyterlab"] == "4.6"
+    env_dir = tmp_path / ".devenv" / "envs" / "me-env"
+    assert stat.S_IMODE(env_dir.stat().st_mode) == 0o700
+    for name in ("jupyter_token", "jupyter_server_config.py", "launch.py"):
+        assert stat.S_IMODE((env_dir / name).stat().st_mode) == 0o600, name
+    assert (env_dir / "jupyter_token").read_text() == "a" * 48 + "\n"
+    assert (env_dir / "launch.py").read_text() == "print('launcher')\n"
+    assert "IdentityProvider.token" in (env_dir / "jupyter_server_config.py").read_text()
+    assert (tmp_path / "devenv-workspaces" / "env").is_dir()
+    again = files.prepare_in_one("me-env", "~/devenv-workspaces/env", "b" * 48, FAKE_FACTS % ('"4.6"', 0),
+                                 {"launch.py": b"v2\n"}, lambda facts: None)
+    assert again.token == "a" * 48                       # the token in force is kept (a running job reads it)
+    assert (env_dir / "launch.py").read_text() == "v2\n"
+    assert "a" * 48 not in calls[0]                      # never on the command line
+
+
+def test_no_jupyterlab_stops_before_anything_is_written(monkeypatch, tmp_path):
+    files = _runtime(monkeypatch, tmp_path)
+    svc = SlurmEnvironments(HostProfile(name="box", source="t", local=True, python=sys.executable),
+                            files.conn, None, files)
+    with pytest.raises(DevenvError, match="has no JupyterLab"):
+        files.prepare_in_one("me-env", "~/devenv-workspaces/env", "a" * 48, FAKE_FACTS % ("None", 3), {},
+                             svc._need_jupyterlab)
+    assert not (tmp_path / ".devenv").exists()
+
+
+def test_a_python_that_does_not_run_is_named(monkeypatch, tmp_path):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    files = HostRuntime(LocalConnection(), HostProfile(name="box", source="t", local=True,
+                                                       python=str(tmp_path / "no-python")))
+    with pytest.raises(DevenvError, match="does not run on box") as caught:
+        files.prepare_in_one("me-env", "~/ws", "a" * 48, _FACTS, {}, lambda facts: None)
+    assert "python:" in (caught.value.hint or "")
+    assert not (tmp_path / ".devenv").exists()
