@@ -88,7 +88,9 @@ class Provisioner:
         """On the host's container engine, through the Docker API over conn (services.backends calls this)."""
         from devenv.runtimes.docker_runtime import DockerRuntime
 
-        runtime = DockerRuntime.connect(conn, host.name, host.local, host.engine, host.gpu_devices)
+        # the socket the host's docker CLI uses, as the last check found it: the API then needs no shell there
+        socket = None if host.local else envstate.host_facts(host.name).get("docker_socket")
+        runtime = DockerRuntime.connect(conn, host.name, host.local, host.engine, host.gpu_devices, socket)
         return cls(runtime, host, check, conn=conn)
 
     def close(self) -> None:
