@@ -64,7 +64,9 @@ def _install_hooks(log_path: str) -> None:
     timed(urllib3.connectionpool.HTTPConnectionPool, "urlopen", "docker",
           lambda self, method, url, *a, **kw: f"{method} {url.split('?')[0]}")
     from devenv.runtimes import docker_api
-    timed(docker_api._ChannelConnection, "connect", "channel", lambda self: f"exec {self._dial}")
+    timed(docker_api._ChannelConnection, "connect", "channel",
+          lambda self: f"streamlocal {self._dialer.socket_path}" if self._dialer.socket_path
+          else f"exec {self._dialer.dial}")
 
     original_popen = subprocess.Popen.__init__
 

@@ -124,6 +124,7 @@ class MemoryRuntime:
             self.files[(container, path)] = data
 
     def read_file(self, container: str, path: str) -> bytes | None:
+        self.calls.append(f"read_file {container} {path}")
         if path.endswith("ssh_host_ed25519_key.pub") and self.containers[container].state == "running":
             return (HOST_KEY + " root@env\n").encode()
         return self.files.get((container, path))

@@ -183,3 +183,29 @@ def test_a_refused_ulimit_is_named_in_runc_and_crun_wording():
     assert refused_limit(crun) == "nofile"
     assert refused_limit("crun: setrlimit `RLIMIT_MEMLOCK`: Operation not permitted") == "memlock"
     assert refused_limit("port is already allocated") is None
+
+
+@pytest.mark.parametrize("engine, installed, asked", [
+    ("auto", {"docker", "podman"}, False),   # docker is what auto picks: podman's answer is never read
+    ("auto", {"podman"}, True),
+    ("auto", set(), False),                  # exit 127 either way: "neither is installed"
+    ("docker", {"docker", "podman"}, False),
+    ("podman", {"docker", "podman"}, True),
+])
+def test_podman_info_is_asked_only_where_choose_engine_reads_it(tmp_path, engine, installed, asked):
+    """`podman info` is the batch's slowest probe; the probe runs as the batch runs it (sh, stub CLIs on PATH)."""
+    import subprocess
+
+    calls = tmp_path / "calls"
+    for name in installed:
+        stub = tmp_path / name
+        stub.write_text(f'#!/bin/sh\necho "{name} $*" >> {calls}\necho "{{}}"\n')
+        stub.chmod(0o755)
+    done = subprocess.run(["/bin/sh", "-c", ec.podman_info_probe(engine)], capture_output=True, text=True,
+                          env={"PATH": str(tmp_path)})  # the probe uses only builtins
+    called = calls.read_text() if calls.exists() else ""
+    assert ("podman info" in called) == asked
+    if "podman" not in installed:
+        assert done.returncode in (0, 127) and ("podman" not in called)
+    if engine == "auto" and not installed:
+        assert done.returncode == 127

@@ -293,6 +293,30 @@ def test_closed_port_is_a_clear_unreachable_error(key):
     assert f"port {port}" in err.hint
 
 
+def test_dialling_ahead_is_one_connection_and_its_failure_is_the_first_commands_error(server, key):
+    """`up` dials while it still prepares (dial_ahead): the commands then use that connection; a dial that
+    failed is raised once by the first command, with the same message and hint as without dialling ahead."""
+    trust(server)
+    conn = SSHConnection(target(server, key), name="box")
+    conn.dial_ahead()
+    conn.dial_ahead()  # once is enough: no second dial
+    assert conn.run("echo one").stdout == "one\n"
+    assert server.log_text().count("Accepted publickey") == 1
+    conn.close()
+
+    port = free_port()
+    refused = SSHTarget(hostname="127.0.0.1", port=port, user="root", identity_file=str(key.path))
+    with pytest.raises(ConnectError) as plain:
+        SSHConnection(refused, name="box").run("true")
+    ahead = SSHConnection(refused, name="box")
+    ahead.dial_ahead()
+    with pytest.raises(ConnectError) as first:
+        ahead.run("true")
+    assert (clear_error(first, ConnectError).message, first.value.hint) == (plain.value.message, plain.value.hint)
+    with pytest.raises(ConnectError):  # dialled again, as any later command does after a failure
+        ahead.run("true")
+
+
 def test_unknown_host_name_is_a_clear_dns_error(key):
     with pytest.raises(ConnectError) as ei:
         SSHConnection(SSHTarget(hostname="no-such-host.invalid", user="root"), name="box").run("true")

@@ -251,6 +251,18 @@ def test_the_wait_asks_again_only_what_has_not_answered_yet():
     assert probes == ["devenv-ready jupyter sshd"] + ["devenv-ready jupyter"] * 3, probes
 
 
+def test_the_host_key_is_read_once_while_jupyter_still_starts():
+    """The environment's sshd host key is read as soon as sshd answers, during the wait for Jupyter, so the
+    URL does not wait for that read after Jupyter answers; once, and the result carries it."""
+    runtime = MemoryRuntime(images={ENV.image: "sha256:img"})
+    runtime.slow = {"jupyter": 3}
+    result = backend(runtime).up(ENV, Key(), events=Recorder(), options=UpOptions())
+    reads = [i for i, c in enumerate(runtime.calls) if c.startswith("read_file") and "ssh_host" in c]
+    last_probe = max(i for i, c in enumerate(runtime.calls) if "devenv-ready" in c)
+    assert len(reads) == 1 and reads[0] < last_probe, runtime.calls
+    assert result.host_key == HOST_KEY
+
+
 def test_a_running_environment_whose_image_predates_its_pip_list_is_rebuilt_not_reattached():
     """Before: the fast path compared the container's spec hash only, and reattached to an image without
     the profile's new pip package (seen on the test host: `up` after adding pip: said reattached)."""

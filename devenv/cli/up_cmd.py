@@ -47,6 +47,7 @@ def up(host: str, env: str | None, accept_new_host: bool, detach: bool, assume_y
                         allow_busy)
     events = ProgressPrinter()
     with open_env(host, env, accept_new_host=accept_new_host, events=events) as session:
+        session.connect_ahead()  # every way through `up` connects: the connection overlaps what follows
         session.use_gpus(gpus)
         from devenv.cli import devcontainer_up
 

@@ -48,6 +48,8 @@ class SSHConnection:
         # other's refusal (or none). Opening is one round trip, so opens go one at a time.
         self._opening = threading.Lock()
         self._last_loss: str | None = None  # why the keepalive dropped a transport of this connection
+        self._ahead: threading.Thread | None = None        # dial_ahead's dialling thread
+        self._ahead_error: BaseException | None = None     # ... and its failure, for the first caller
 
     def loss_reason(self) -> str | None:
         """Why the keepalive dropped this connection (the live one, or one re-dialled since), if it did."""
@@ -71,9 +73,27 @@ class SSHConnection:
     def open(self) -> None:
         self.transport()
 
+    def dial_ahead(self) -> None:
+        """Start dialling now, in the background, so that the connection is up (or has failed) by the time the
+        first command needs it, while this process still imports and prepares. A failure is raised, once, by
+        that first call, as if it had dialled itself (the same error, exit code and hint)."""
+        if self._ahead is not None or self.is_connected:
+            return
+        self._ahead = threading.Thread(target=self._dial_in_background, name="devenv-dial-ahead", daemon=True)
+        self._ahead.start()
+
+    def _dial_in_background(self) -> None:
+        try:
+            self.transport()
+        except BaseException as exc:  # handed to the first caller of transport()
+            self._ahead_error = exc
+
     def transport(self) -> paramiko.Transport:
         """The live authenticated Transport (for port forwarding); dialled, or re-dialled if it died."""
         with self._lock:
+            failed, self._ahead_error = self._ahead_error, None
+            if failed is not None:
+                raise failed
             if self._chain and self._chain[-1].is_active():
                 return self._chain[-1]
             if self._chain:

@@ -78,8 +78,8 @@ class DockerRuntime:
 
     @classmethod
     def connect(cls, conn: Connection, host_name: str, local: bool, engine: str = "auto",
-                gpu_devices: str = "auto") -> DockerRuntime:
-        client, info = docker_api.client_for(conn, local, engine)
+                gpu_devices: str = "auto", docker_socket: str | None = None) -> DockerRuntime:
+        client, info = docker_api.client_for(conn, local, engine, socket_path=docker_socket)
         return cls(client, host_name, info, gpu_devices, None if local else conn)
 
     def close(self) -> None:

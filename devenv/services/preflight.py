@@ -14,6 +14,7 @@ from devenv.checks import host as hc
 from devenv.checks.compat_findings import compat_checks
 from devenv.checks.report import CheckReport, CheckResult
 from devenv.config.profiles import EnvProfile, HostProfile
+from devenv.env import state as envstate
 from devenv.remote.base import Connection
 from devenv.services.backends import settle, traits_of
 
@@ -46,6 +47,8 @@ def run_check(
 
     containers = traits_of(host).containers  # else the host's python runs the environment
     probes = {**hc.PROBES, **hc.gpu_probes(), **engine_checks.PROBES}
+    probes["podman_info"] = engine_checks.podman_info_probe(host.engine) if containers else "exit 0"
+    probes["docker_endpoint"] = engine_checks.docker_endpoint_probe(host.engine) if containers else "exit 0"
     probes["image"] = engine_checks.image_probe(env.image, host.engine) if containers else "exit 1"
     probes["gpu_use"] = gpu_use.probe()
     probes["python"] = hc.python_probe(host.python) if not containers else "exit 0"
@@ -77,6 +80,7 @@ def run_check(
     if containers:
         engine = engine_checks.choose_engine(host.engine, out["docker_version"], out["docker_info"], out["podman_info"])
         add(*engine.results)
+        _learn_docker_socket(host, engine.name, out["docker_endpoint"])
     else:
         add(hc.judge_python(out["python"], host.python))
     add(hc.judge_disk(disk, disk_dir, image is not None, env.image_size_gb))
@@ -93,6 +97,16 @@ def run_check(
     add(*compat_checks(env, inventory, image, host_python=_host_torch(results)))
     add(hc.judge_forwarding(allowed, detail))
     return CheckReport(host.name, env.name, results, time.perf_counter() - started)
+
+
+def _learn_docker_socket(host: HostProfile, engine: str | None, endpoint: hc.Output) -> None:
+    """Remember the unix socket the host's docker CLI uses (runtimes.docker_api then reaches it without a
+    shell); forget it when the CLI now uses another endpoint, or podman is the engine."""
+    if host.local:
+        return
+    socket = engine_checks.docker_socket(endpoint) if engine == "docker" else None
+    if envstate.host_facts(host.name).get("docker_socket") != socket:
+        envstate.update_host_facts(host.name, docker_socket=socket)
 
 
 def _forwarding(conn: Connection) -> tuple[bool | None, str]:

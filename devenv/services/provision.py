@@ -82,13 +82,16 @@ class Provisioner:
         self.owner = owner or envspec.owner()
         self.conn = conn              # the host's own connection (commands on the host, beside the engine's)
         self._ports_unreachable = False   # sshd refuses TCP forwarding: readiness is asked from inside
+        self._host_keys: dict[str, str] = {}   # container id -> its sshd's host key, read once
 
     @classmethod
     def open(cls, host: HostProfile, conn: Connection, check: Check | None = None) -> Provisioner:
         """On the host's container engine, through the Docker API over conn (services.backends calls this)."""
         from devenv.runtimes.docker_runtime import DockerRuntime
 
-        runtime = DockerRuntime.connect(conn, host.name, host.local, host.engine, host.gpu_devices)
+        # the socket the host's docker CLI uses, as the last check found it: the API then needs no shell there
+        socket = None if host.local else envstate.host_facts(host.name).get("docker_socket")
+        runtime = DockerRuntime.connect(conn, host.name, host.local, host.engine, host.gpu_devices, socket)
         return cls(runtime, host, check, conn=conn)
 
     def close(self) -> None:
@@ -287,7 +290,17 @@ class Provisioner:
         if say:
             events.step(f"Waiting for {' and '.join(services)} (at most {timeout:.0f} s)")
         answered: dict[str, str] = {}
-        return jupyter.wait_ready(lambda: self._probe(container, services, answered),
+        key_read = False
+
+        def probe() -> jupyter.Probe:
+            nonlocal key_read
+            result = self._probe(container, services, answered)
+            if "sshd" in answered and not result.ok and not key_read:
+                key_read = True
+                self._host_key_of(env, container)  # read while Jupyter still starts, not after it answers
+            return result
+
+        return jupyter.wait_ready(probe,
                                   lambda: list(self.runtime.logs(container, tail=30)),
                                   host=self.host.name, timeout=timeout, interval=PROBE_INTERVAL,
                                   steady_for=STEADY_POLLING_S, on_wait=events.waiting)
@@ -384,17 +397,24 @@ class Provisioner:
             raise DevenvError(f"the environment '{env.name}' vanished from {self.host.name} while starting",
                               "someone removed it; run `devenv up` again")
         status = status_from_container(info, self.host.name)
-        host_key = None
-        if env.sshd:
-            # made at the container's first start and kept with it: the cache holds it once it was read
-            cached = envstate.load(self.host.name, env.name)
-            host_key = cached.get("host_key") if cached.get("container") == container else None
-            if not host_key:
-                data = self.runtime.read_file(container, HOST_KEY_FILE)
-                host_key = " ".join(data.decode().split()[:2]) if data else None
+        host_key = self._host_key_of(env, container) if env.sshd else None
         envstate.update(self.host.name, env.name, container=container, token=token, ports=status.ports,
                         host_key=host_key, spec_hash=status.spec_hash, owner=self.owner)
         return UpResult(status, action, token, host_key, image_action, time.monotonic() - started)
+
+    def _host_key_of(self, env: EnvProfile, container: str) -> str | None:
+        """The environment's sshd host key ("TYPE BASE64"): made at the container's first start and kept with
+        it, so the laptop's cache holds it once it was read, and a read during the wait is kept for the result."""
+        if container in self._host_keys:
+            return self._host_keys[container]
+        cached = envstate.load(self.host.name, env.name)
+        host_key = cached.get("host_key") if cached.get("container") == container else None
+        if not host_key:
+            data = self.runtime.read_file(container, HOST_KEY_FILE)
+            host_key = " ".join(data.decode().split()[:2]) if data else None
+        if host_key:
+            self._host_keys[container] = host_key
+        return host_key
 
     def _volume_labels(self, env_name: str, role: str) -> dict[str, str]:
         return {envspec.MANAGED: "1", envspec.ENV: env_name, envspec.OWNER: self.owner, envspec.HOST: self.host.name,

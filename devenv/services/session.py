@@ -195,6 +195,13 @@ class EnvSession:
             tunnel = open_tunnel(self.host, self.conn, [forward])
         return jupyter.lab_url(tunnel.forwards[0].local_port, access.token), tunnel
 
+    def connect_ahead(self) -> None:
+        """Start the host's SSH connection now, in the background (remote.ssh's dial_ahead), so that it overlaps
+        the imports and preparations before the first command; nothing to do for this machine."""
+        dial_ahead = getattr(self.conn, "dial_ahead", None)
+        if dial_ahead is not None:
+            dial_ahead()
+
     def prestart_tunnels(self) -> None:
         """Start the host's OpenSSH tunnel login now, without waiting: it overlaps the work before the tunnel."""
         if not self.host.local:

@@ -9,6 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from devenv.cli import main
+from devenv.env import state as envstate
 from devenv.remote import pool
 
 pytestmark = pytest.mark.integration
@@ -37,6 +38,8 @@ def test_testbox_cpu_env_is_ready_and_says_there_is_no_gpu(use_testhost):
     for key in ("ssh", "os", "docker.daemon", "disk", "ssh.forwarding"):
         assert checks[key]["status"] == "pass", checks[key]
     assert "Debian" in checks["os"]["value"]
+    # the socket the host's docker CLI uses is learned, so the Docker API can reach it without a shell
+    assert envstate.host_facts("testbox").get("docker_socket") == "/var/run/docker.sock"
     assert checks["nvidia.driver"]["status"] == "warn"
     assert "no NVIDIA driver" in checks["nvidia.driver"]["value"]
     assert result.exit_code == 0 and report["ok"] is True
@@ -56,6 +59,34 @@ def test_user_without_docker_group_gets_the_usermod_hint(use_testhost):
     assert checks["docker.access"]["status"] == "fail"
     assert "usermod -aG docker" in checks["docker.access"]["remedy"]
     assert result.exit_code == 1
+    assert envstate.host_facts("testbox-nodocker").get("docker_socket") is None  # learned only where it works
+
+
+@pytest.mark.parametrize("login", ["testbox", "testbox-nodocker"])
+def test_the_docker_api_over_the_socket_channel_or_as_before_when_sshd_refuses_it(use_testhost, login):
+    """A streamlocal channel straight to Docker's socket (no login shell on the host); where sshd will not open
+    it (here: a user outside the docker group), the same dial-stdio path and the same error as without it."""
+    from devenv.config import profiles
+    from devenv.errors import DevenvError
+    from devenv.remote.streamlocal import SocketRefused, open_unix_socket
+    from devenv.remote.tunnels import transport_of
+    from devenv.runtimes import docker_api
+
+    conn = pool.get_connection(profiles.load_host(login))
+    with pytest.raises(SocketRefused):
+        open_unix_socket(transport_of(conn), "/nonexistent/docker.sock")
+    assert conn.run("echo alive").stdout.strip() == "alive"  # a refused channel leaves the connection as it was
+    if login == "testbox":
+        client, info = docker_api.client_for(conn, False, "auto", socket_path="/var/run/docker.sock")
+        assert info.name == "docker" and client.api.ping()
+        assert client.api._custom_adapter._pool._dialer.socket_path == "/var/run/docker.sock"  # never refused
+        return
+    errors = []
+    for socket_path in (None, "/var/run/docker.sock"):
+        with pytest.raises(DevenvError) as refused:
+            docker_api.client_for(conn, False, "auto", socket_path=socket_path)
+        errors.append((refused.value.message, refused.value.hint))
+    assert errors[0] == errors[1] and "may not use Docker" in errors[0][0] and "usermod -aG docker" in errors[0][1]
 
 
 def test_unknown_host_key_is_refused_then_accepted_on_request(use_testhost):

@@ -5,45 +5,21 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
 import time
-from pathlib import Path
 
 import pytest
+from sshd_sessions import listener_pid, serving, signal_all
 
 pytestmark = pytest.mark.integration
 
 
-def _parent(pid: int) -> int:
-    stat = Path(f"/proc/{pid}/stat").read_text()
-    return int(stat.rsplit(")", 1)[1].split()[1])
-
-
-def _session_sshds(listener: int) -> set[int]:
-    """Per-session sshd processes of the test host's sshd that carry a `dial-stdio` (devenv's Docker API)."""
-    found = set()
-    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
-        try:
-            if b"dial-stdio" not in cmdline.read_bytes():
-                continue
-            pid = int(cmdline.parent.name)
-            while pid > 1:
-                parent = _parent(pid)
-                if parent == listener:
-                    found.add(pid)
-                    break
-                pid = parent
-        except (OSError, ValueError):
-            continue
-    return found
-
-
-def _kill_sessions(testhost) -> int:
-    listener = int((testhost.dir / "sshd.pid").read_text().split()[0])  # the fixture knows where setup put it
-    sessions = _session_sshds(listener)
-    for pid in sessions:
-        os.kill(pid, signal.SIGKILL)
+def _kill_sessions(testhost, client: int) -> int:
+    """Kill the sshd processes serving the devenv process `client` (found by its TCP connections, whichever
+    channels they carry: a `dial-stdio` exec, or a streamlocal channel to Docker's socket that starts no
+    process on the host)."""
+    sessions = serving(listener_pid(testhost), testhost.port, client)
+    signal_all(sessions, signal.SIGKILL)
     return len(sessions)
 
 
@@ -58,7 +34,7 @@ def test_connection_killed_during_a_stream_is_exit_3_with_what_still_runs(test_e
         proc = test_env.popen("logs", "testbox", "--env", env, "-f", "--tail", "1")
         assert proc.stdout.readline()  # following
     time.sleep(0.5)
-    assert _kill_sessions(testhost) >= 1
+    assert _kill_sessions(testhost, proc.pid) >= 1
     try:
         out, err = proc.communicate(timeout=120)
     finally:
