@@ -13,6 +13,7 @@ from fuzz_values import HOSTILE, YAML_SOUP, scalar
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from devenv.cluster.slurm_job import JobRequest
 from devenv.config import paths, profiles, validate
 from devenv.config.profiles import EnvProfile, HostProfile
 from devenv.env import image_context
@@ -25,9 +26,11 @@ FUZZ = settings(max_examples=int(os.environ.get("DEVENV_FUZZ_EXAMPLES", "400")),
 COUNT: dict[str, int] = {}
 
 SSH_FIELDS = ["alias", "hostname", "user", "port", "identity_file", "proxy_jump", "connect_timeout"]
-HOST_FIELDS = ["description", "runtime", "python", "default_env", "groups", "engine", "gpu_devices"]
+HOST_FIELDS = ["description", "runtime", "python", "default_env", "groups", "engine", "gpu_devices", "local"]
+SLURM_FIELDS = ["partition", "account", "qos", "time", "nodes", "gpus_per_node", "gpu_type", "cpus_per_gpu",
+                "mem_per_gpu", "cpus_per_node", "mem", "constraint", "extra_sbatch", "queue_timeout"]
 ENV_FIELDS = ["description", "image", "cuda", "torch", "image_size_gb", "ports", "volumes", "env", "shm_size",
-              "gpus", "jupyter", "sshd"]
+              "gpus", "jupyter", "sshd", "pip", "apt", "user", "build"]
 # config lines devenv writes for an environment, and nothing else
 CONFIG_KEYS = {"Host", "HostName", "Port", "User", "IdentityFile", "IdentitiesOnly", "HostKeyAlias",
                "UserKnownHostsFile", "StrictHostKeyChecking", "ServerAliveInterval", "ProxyCommand"}
@@ -63,6 +66,10 @@ def _strings(value) -> list[str]:
 def _check_host_is_safe(host: HostProfile) -> None:
     for text in _strings(host.to_dict()):
         assert validate.text_problem(text) is None, repr(text)
+    if host.slurm is not None:  # every sbatch word is one --option=value, none a second option or command
+        request = JobRequest(host.slurm, "devenv-fz-cpu", "h", "/w/job-%j.log", "/w")
+        for word in request.options():
+            assert word.startswith("--") and validate.text_problem(word) is None and " " not in word, word
     if host.ssh is None:
         return
     argv = openssh.host_options(host)
@@ -81,12 +88,17 @@ def host_docs() -> st.SearchStrategy[dict]:
     ssh_value = st.one_of(scalar(), st.sampled_from(["127.0.0.1", "box", "me", 22, "~/.ssh/id", ["bastion"], 5]))
     ssh = st.dictionaries(st.sampled_from(SSH_FIELDS + ["aliass"]), ssh_value, min_size=1, max_size=5)
     top = st.dictionaries(st.sampled_from(HOST_FIELDS), scalar(), max_size=4)
-    return st.tuples(ssh, top).map(lambda p: {**p[1], "ssh": p[0]})
+    slurm_value = st.one_of(scalar(), st.sampled_from(["gpu", "01:00:00", "32G", "a100&ib", ["--exclusive"], 2]))
+    slurm = st.one_of(st.none(), st.dictionaries(st.sampled_from(SLURM_FIELDS), slurm_value, max_size=4))
+    return st.tuples(ssh, top, slurm).map(
+        lambda p: {**p[1], "ssh": p[0]} if p[2] is None else {**p[1], "ssh": p[0], "runtime": "slurm", "slurm": p[2]})
 
 
 def env_docs() -> st.SearchStrategy[dict]:
     value = st.one_of(scalar(), st.sampled_from(["devenv/x:1", "12.8", "2.8.0+cu128", 20, {"jupyter": 8888},
-                                                 {"workspace": "/workspace"}, "16g", "all", [0, 1], True]))
+                                                 {"workspace": "/workspace"}, "16g", "all", [0, 1], True,
+                                                 ["numpy==2.1.0"], ["ffmpeg"], "dev",
+                                                 {"dockerfile": "pytorch.Dockerfile", "args": {"A": "1"}}]))
     return st.dictionaries(st.sampled_from(ENV_FIELDS + ["imag"]), value, max_size=6).map(
         lambda d: {"image": "devenv/x:1", **d} if "imag" not in d else d)
 

@@ -80,6 +80,25 @@ def test_a_pasted_private_key_is_not_printed(isolated_home):
     assert "oops.yaml:" in result.output and "ssh.alias" in result.output
 
 
+@pytest.mark.parametrize("field", ["partition", "account", "qos", "gpu_type", "time", "mem", "mem_per_gpu",
+                                   "constraint", "extra_sbatch"])
+def test_a_bad_slurm_value_is_not_echoed_whole(isolated_home, field):
+    import yaml
+
+    value = KEY if field != "extra_sbatch" else [KEY]
+    write(isolated_home, "hosts", "login", yaml.safe_dump({"ssh": {"alias": "box"}, "runtime": "slurm",
+                                                          "slurm": {field: value}}))
+    with pytest.raises(ProfileError) as err:
+        profiles.load_host("login")
+    shown = err.value.message + (err.value.hint or "")
+    assert f"slurm.{field}" in shown and "PRIVATE KEY" not in shown and "b3BlbnNzaC1rZXkt" not in shown, shown
+    write(isolated_home, "hosts", "login", yaml.safe_dump({"ssh": {"alias": "box"}, "runtime": "slurm",
+                                                          "slurm": {field: "x;" + "a" * 60}}))
+    with pytest.raises(ProfileError) as err:
+        profiles.load_host("login")
+    assert "a" * 30 not in err.value.message and "(62 characters)" in err.value.message, err.value.message
+
+
 BAD_ENVS = [
     ("image: ''\n", "image"),
     ('image: "devenv/x:1\\nRUN evil"\n', "image"),

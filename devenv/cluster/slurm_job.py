@@ -31,11 +31,12 @@ JOB_PREFIX = "devenv-"
 class SettingError(ValueError):
     """A scheduler setting Slurm would not accept, or that could become another option: (field, problem, hint)."""
 
-    def __init__(self, field_name: str, problem: str, hint: str):
+    def __init__(self, field_name: str, problem: str, hint: str, value: str | None = None):
         super().__init__(f"{field_name}: {problem}")
         self.field = field_name
-        self.problem = problem
+        self.problem = problem  # never the value itself: the caller shows a short preview of it (a pasted key?)
         self.hint = hint
+        self.value = value
 
 
 @dataclass(frozen=True)
@@ -65,37 +66,38 @@ class SlurmSettings:
 
 def check_name(field_name: str, value: str) -> str:
     if not NAME_RE.fullmatch(value):
-        raise SettingError(field_name, f"'{value}' is not a Slurm name",
-                           "use letters, digits, '_', '.', '+', '-' (not starting with '-')")
+        raise SettingError(field_name, "is not a Slurm name",
+                           "use letters, digits, '_', '.', '+', '-' (not starting with '-')", value)
     return value
 
 
 def check_time(value: str) -> str:
     if not TIME_RE.fullmatch(value):
-        raise SettingError("time", f"'{value}' is not a Slurm time limit",
-                           'write e.g. time: "04:00:00" (HH:MM:SS), "90" (minutes) or "1-00:00:00" (days-HH:MM:SS)')
+        raise SettingError("time", "is not a Slurm time limit",
+                           'write e.g. time: "04:00:00" (HH:MM:SS), "90" (minutes) or "1-00:00:00" (days-HH:MM:SS)',
+                           value)
     return value
 
 
 def check_mem(field_name: str, value: str) -> str:
     if not MEM_RE.fullmatch(value):
-        raise SettingError(field_name, f"'{value}' is not a memory size", f'write e.g. {field_name}: "32G"')
+        raise SettingError(field_name, "is not a memory size", f'write e.g. {field_name}: "32G"', value)
     return value
 
 
 def check_constraint(value: str) -> str:
     if not CONSTRAINT_RE.fullmatch(value):
-        raise SettingError("constraint", f"'{value}' is not a feature expression",
-                           'write e.g. constraint: "a100&ib" (features joined by & | , without spaces)')
+        raise SettingError("constraint", "is not a feature expression",
+                           'write e.g. constraint: "a100&ib" (features joined by & | , without spaces)', value)
     return value
 
 
 def check_extra(value: str) -> str:
     """One extra sbatch option as one word: `--name=value` or `--flag`, never one devenv sets itself."""
     if not EXTRA_RE.fullmatch(value):
-        raise SettingError("extra_sbatch", f"'{value}' is not one --option=value word",
+        raise SettingError("extra_sbatch", "is not one --option=value word",
                            "write each option as one word, e.g. --exclusive or --mail-type=END (no spaces, "
-                           "no quotes, no short -x options)")
+                           "no quotes, no short -x options)", value)
     name = value[2:].split("=", 1)[0]
     if name in OWN_OPTIONS:
         raise SettingError("extra_sbatch", f"--{name} is set by devenv or by its own field",

@@ -455,7 +455,8 @@ def _slurm(ctx, node, where):
         return validate_slurm(settings)
     except SettingError as exc:
         field_node = next((v for k, v in node.value if k.value == exc.field), node)
-        raise ctx.fail(field_node, f"{where}.{exc.field}", exc.problem, exc.hint) from None
+        problem = exc.problem if exc.value is None else f"{check.preview(exc.value)} {exc.problem}"
+        raise ctx.fail(field_node, f"{where}.{exc.field}", problem, exc.hint) from None
 
 
 HOST_SCHEMA: dict[str, Callable] = {
