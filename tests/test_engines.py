@@ -12,6 +12,7 @@ import pytest
 from devenv.checks import engine as ec
 from devenv.checks.report import FAIL, PASS, SKIP
 from devenv.env import engines
+from devenv.env import spec as envspec
 from devenv.env.spec import ContainerRequest
 from devenv.runtimes.docker_runtime import _device_requests, podman_create_spec
 
@@ -183,3 +184,14 @@ def test_a_refused_ulimit_is_named_in_runc_and_crun_wording():
     assert refused_limit(crun) == "nofile"
     assert refused_limit("crun: setrlimit `RLIMIT_MEMLOCK`: Operation not permitted") == "memlock"
     assert refused_limit("port is already allocated") is None
+
+
+def test_podman_with_slirp4netns_puts_the_environment_on_no_bridge():
+    """podman's CNI bridges forward between each other: with slirp4netns the container joins none, and the
+    published 127.0.0.1 ports go through slirp4netns's port handler (tests/integration/.../test_env_network.py)."""
+    spec = podman_create_spec(request(network=envspec.NETWORK_SLIRP))
+    assert spec["netns"] == {"nsmode": "slirp4netns"} and "Networks" not in spec
+    assert spec["network_options"] == {"slirp4netns": ["port_handler=slirp4netns", "allow_host_loopback=false"]}
+    assert all(m["host_ip"] == "127.0.0.1" for m in spec["portmappings"])
+    bridged = podman_create_spec(request(network="devenv-a-b-net"))
+    assert bridged["netns"] == {"nsmode": "bridge"} and bridged["Networks"] == {"devenv-a-b-net": {}}
