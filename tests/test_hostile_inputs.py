@@ -236,3 +236,45 @@ def test_a_path_with_a_blank_is_quoted():
     entry = openssh.env_config_entry("devenv-local-cpu", HostProfile(name="local", source="t", local=True), 2222,
                                      Path("/my keys/id"), Path("/c/kh"))
     assert 'IdentityFile "/my keys/id"' in entry
+
+
+# --- paths and files named on the command line -------------------------------------------------------
+
+BROKEN_DEVCONTAINERS = [
+    ("latin1", b'{"image": "caf\xe9"}', "not UTF-8"),
+    ("utf16", '{"image": "x"}'.encode("utf-16"), "UTF-16"),
+    ("deep", b"[" * 100_000 + b"]" * 100_000, "nested too deeply"),
+    ("huge", b'{"name": "' + b"x" * 300_000 + b'"}', "larger than"),
+]
+
+
+@pytest.mark.parametrize("name,data,words", BROKEN_DEVCONTAINERS, ids=[b[0] for b in BROKEN_DEVCONTAINERS])
+def test_a_broken_devcontainer_json_is_bad_input_not_an_internal_error(tmp_path, name, data, words):
+    folder = tmp_path / name / ".devcontainer"
+    folder.mkdir(parents=True)
+    (folder / "devcontainer.json").write_bytes(data)
+    result = cli("up", "127.0.0.1:9", "--devcontainer", str(tmp_path / name))
+    assert result.exit_code == 2 and words in result.output, (result.exit_code, result.output[-300:])
+
+
+def test_a_devcontainer_json_that_is_a_fifo_is_refused_without_hanging(tmp_path):
+    folder = tmp_path / "p" / ".devcontainer"
+    folder.mkdir(parents=True)
+    os.mkfifo(folder / "devcontainer.json")
+    result = cli("up", "127.0.0.1:9", "--devcontainer", str(folder / "devcontainer.json"))
+    assert result.exit_code == 2, result.output
+
+
+@pytest.mark.parametrize("args", [
+    ["profiles", "validate", "a" * 300],
+    ["sync", "127.0.0.1:9", "a" * 300],
+    ["up", "127.0.0.1:9", "--devcontainer", "a" * 300],
+    ["profiles", "validate", "a\0b"],
+    ["sync", "127.0.0.1:9", "a\0b"],
+    ["up", "127.0.0.1:9", "--sync", "a\0b"],
+    ["up", "127.0.0.1:9", "--devcontainer", "a\0b"],
+])
+def test_paths_the_os_cannot_look_up_are_exit_2(args):
+    result = cli(*args)
+    assert result.exit_code == 2, (result.exit_code, result.output[-300:])
+    assert "a" * 100 not in result.output  # not echoed whole

@@ -82,6 +82,14 @@ class DevenvGroup(click.Group):
         with formatter.section("Commands"):
             formatter.write_dl(rows)
 
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        # A NUL cannot come through a real command line (execve's arguments are C strings), only from a caller
+        # in-process; os.stat() and friends raise ValueError on one, so it is refused once, here, as bad input.
+        if any("\0" in arg for arg in args):
+            report_error("an argument holds a NUL character", "pass each value as plain text")
+            ctx.exit(2)
+        return super().parse_args(ctx, args)
+
     def invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)

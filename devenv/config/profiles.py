@@ -714,6 +714,9 @@ def source_of(kind: str, name: str) -> Path | None:
 
 def validate_file(path: Path, kind: str | None = None) -> HostProfile | EnvProfile:
     """Validate one file; the kind comes from its folder (hosts/ or envs/) unless given."""
+    problem = check.local_path_problem(str(path))
+    if problem:
+        raise ProfileError(f"{check.preview(str(path))} {problem}", "give the path of a .yaml profile")
     if not path.exists():
         raise ProfileError(f"{path}: no such file", "give the path of a .yaml profile")
     kind = kind or (path.parent.name if path.parent.name in KINDS else None)
