@@ -5,7 +5,9 @@ context with a file from outside images/."""
 
 from __future__ import annotations
 
+import json
 import os
+import re
 from pathlib import Path
 
 import yaml
@@ -16,7 +18,7 @@ from hypothesis import strategies as st
 from devenv.cluster.slurm_job import JobRequest
 from devenv.config import paths, profiles, validate
 from devenv.config.profiles import EnvProfile, HostProfile
-from devenv.env import image_context
+from devenv.env import devcontainer, image_context
 from devenv.env.image_context import BuildInputs
 from devenv.errors import ProfileError
 from devenv.remote import openssh
@@ -199,9 +201,50 @@ def test_no_build_context_carries_a_file_from_outside(tmp_path_factory, dockerfi
         assert allowed.get(name) == data, name
 
 
+DEVCONTAINER_KEYS = ["name", "image", "build", "dockerFile", "context", "forwardPorts", "containerEnv", "remoteEnv",
+                     "mounts", "onCreateCommand", "postCreateCommand", "postStartCommand", "remoteUser",
+                     "containerUser", "workspaceFolder", "customizations", "runArgs"]
+
+
+def devcontainer_docs() -> st.SearchStrategy[dict]:
+    value = st.one_of(scalar(), st.sampled_from(["devenv/x:1", 8888, [8888, "db:5432"], {"A": "1"}, "Dockerfile",
+                                                 ["type=bind,source=/data,target=/data"], "dev", "/workspace",
+                                                 ["type=volume,source=cache,target=/cache"], ["echo", "hi"]]))
+    build = st.dictionaries(st.sampled_from(["dockerfile", "context", "args", "target"]), value, max_size=3)
+    return st.tuples(st.dictionaries(st.sampled_from(DEVCONTAINER_KEYS), value, max_size=6),
+                     st.one_of(st.none(), build)).map(lambda p: p[0] if p[1] is None else {**p[0], "build": p[1]})
+
+
+@FUZZ
+@given(doc=devcontainer_docs())
+def test_fuzzed_devcontainer_json_is_a_devcontainer_or_bad_input(doc):
+    """Every devcontainer.json is parsed or refused (exit 2) with a message of plain one-line text that does not
+    repeat a long value; what it keeps is safe for an environment (names, ports, one-line strings)."""
+    _counted("devcontainer.json")
+    text = json.dumps(doc)
+    try:
+        dc = devcontainer.parse(text, "dc.json")
+    except ProfileError as exc:
+        assert exc.exit_code == 2 and exc.message.startswith("dc.json")
+        assert validate.text_problem(exc.message.replace("\n", " ")) is None, repr(exc.message)
+        for value in _strings(doc):
+            assert len(value) <= 40 or value not in exc.message, (value, exc.message)
+        return
+    for note in dc.not_honoured:
+        assert validate.text_problem(note) is None, repr(note)
+        for value in _strings(doc):
+            assert len(value) <= 40 or value not in note, (value, note)
+    assert all(isinstance(p, int) and 0 < p < 65536 for p in dc.forward_ports)
+    for name, value in dc.env.items():
+        assert re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) and "\0" not in value, (name, value)
+    for text_value in (dc.image, dc.remote_user, dc.workspace_folder, dc.dockerfile, dc.target):
+        assert text_value is None or validate.text_problem(text_value) is None, repr(text_value)
+    assert dc.dockerfile is None or not (dc.dockerfile.startswith("/") or ".." in dc.dockerfile.split("/"))
+
+
 def test_fuzz_count_is_reported():
     """Runs last in this file (pytest keeps file order): the number of generated profile inputs."""
     total = sum(COUNT.values())
     print(f"\nfuzz (profiles): {total} inputs {COUNT}")
-    if len(COUNT) == 5:  # the whole file ran
-        assert total >= 5 * 100, COUNT
+    if len(COUNT) == 6:  # the whole file ran
+        assert total >= 6 * 100, COUNT

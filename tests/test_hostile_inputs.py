@@ -278,3 +278,25 @@ def test_paths_the_os_cannot_look_up_are_exit_2(args):
     result = cli(*args)
     assert result.exit_code == 2, (result.exit_code, result.output[-300:])
     assert "a" * 100 not in result.output  # not echoed whole
+
+
+@pytest.mark.parametrize("text", ['{"image": "x", "forwardPorts": 8888}', '{"image": "x", "forwardPorts": null}',
+                                  '{"image": "x", "forwardPorts": true}'])
+def test_forward_ports_that_are_no_list_are_bad_input(text):
+    from devenv.env import devcontainer
+
+    with pytest.raises(ProfileError) as err:
+        devcontainer.parse(text, "dc.json")
+    assert "forwardPorts must be a list" in err.value.message
+
+
+def test_devcontainer_errors_show_no_control_characters_or_long_names():
+    from devenv.env import devcontainer
+
+    for text in ('{"image": "x", "containerEnv": {"\\u001b[2J' + "A" * 60 + '": "1"}}',
+                 '{"build": {"dockerfile": "../../' + "d" * 60 + '"}}'):
+        with pytest.raises(ProfileError) as err:
+            devcontainer.parse(text, "dc.json")
+        assert "\x1b" not in err.value.message and "A" * 30 not in err.value.message
+        assert "d" * 50 not in err.value.message, err.value.message
+    assert devcontainer.parse('{"image": "x", "forwardPorts": [true, 6006]}', "dc.json").forward_ports == (6006,)
