@@ -180,6 +180,8 @@ def test_a_profile_that_is_a_fifo_or_a_device_is_refused_without_hanging(isolate
     ["status", "a" * 300],
     ["status", "-oProxyCommand=x"],
     ["status", "box:٢٢"],
+    ["monitor", "127.0.0.1:9", "--once", "--prometheus", "127.0.0.1:0"],  # it served forever, --once ignored
+    ["monitor", "127.0.0.1:9", "--once", "--json", "--watch"],
 ])
 def test_bad_options_are_exit_2_before_connecting(args):
     # 127.0.0.1:9 (discard) is closed: a command that tried to connect would exit 3, not 2
