@@ -302,3 +302,32 @@ def test_devcontainer_errors_show_no_control_characters_or_long_names():
         assert "\x1b" not in err.value.message and "A" * 30 not in err.value.message
         assert "d" * 50 not in err.value.message, err.value.message
     assert devcontainer.parse('{"image": "x", "forwardPorts": [true, 6006]}', "dc.json").forward_ports == (6006,)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device", "folder"])
+def test_an_ssh_config_that_is_no_regular_file_is_exit_2_not_a_hang(isolated_home, monkeypatch, tmp_path, kind):
+    """`ssh-config install/show/uninstall` read the user's ssh config: a FIFO hung, /dev/zero never ended and a
+    folder was exit 70."""
+    path = tmp_path / "config"
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "device":
+        path.symlink_to("/dev/zero")
+    else:
+        path.mkdir()
+    monkeypatch.setenv("DEVENV_SSH_CONFIG", str(path))
+    for args in (["ssh-config", "install", "--yes"], ["ssh-config", "show"], ["ssh-config", "uninstall"]):
+        result = cli(*args)
+        assert result.exit_code == 2 and "not a regular file" in result.output, (args, result.output)
+
+
+def test_known_hosts_that_are_no_regular_file_hold_no_keys_and_take_none(tmp_path):
+    from devenv.errors import HostKeyError
+    from devenv.remote import hostkeys
+
+    fifo = tmp_path / "known_hosts"
+    os.mkfifo(fifo)
+    assert hostkeys.known_keys("box", 22, files=[fifo, Path("/dev/zero"), Path(os.devnull)]) == []
+    with pytest.raises(HostKeyError):
+        hostkeys.record("box", "ssh-ed25519", b"k" * 32, fifo)
+    hostkeys.record("box", "ssh-ed25519", b"k" * 32, Path(os.devnull))  # keeps nothing, as ssh does
