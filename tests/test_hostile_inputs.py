@@ -331,3 +331,18 @@ def test_known_hosts_that_are_no_regular_file_hold_no_keys_and_take_none(tmp_pat
     with pytest.raises(HostKeyError):
         hostkeys.record("box", "ssh-ed25519", b"k" * 32, fifo)
     hostkeys.record("box", "ssh-ed25519", b"k" * 32, Path(os.devnull))  # keeps nothing, as ssh does
+
+
+@pytest.mark.parametrize("args", [
+    ["check", "127.0.0.1:9", "--env", "KEY"], ["status", "KEY"], ["profiles", "show", "KEY"],
+    ["compat", "--cuda", "KEY"], ["sanity", "127.0.0.1:9", "--suite", "KEY"], ["jupyter", "127.0.0.1:9", "-p", "KEY"],
+    ["monitor", "127.0.0.1:9", "--prometheus", "KEY"], ["image", "build", "127.0.0.1:9", "--ca-bundle", "KEY"],
+    ["hosts", "add", "KEY"], ["logs", "127.0.0.1:9", "--tail", "KEY"], ["KEY"],
+])
+def test_no_error_repeats_a_key_pasted_as_an_argument(isolated_home, args):
+    result = cli(*[KEY if a == "KEY" else a for a in args])
+    assert result.exit_code == 2, (result.exit_code, result.output)
+    assert "PRIVATE KEY" not in result.output and "b3BlbnNzaC1rZXkt" not in result.output, result.output
+    long = "x-" * 30  # no valid name either
+    result = cli(*[long if a == "KEY" else a for a in args])
+    assert result.exit_code == 0 or long not in result.output, result.output
