@@ -12,6 +12,7 @@ import pytest
 from devenv.checks import engine as ec
 from devenv.checks.report import FAIL, PASS, SKIP
 from devenv.env import engines
+from devenv.env import spec as envspec
 from devenv.env.spec import ContainerRequest
 from devenv.runtimes.docker_runtime import _device_requests, podman_create_spec
 
@@ -209,3 +210,14 @@ def test_podman_info_is_asked_only_where_choose_engine_reads_it(tmp_path, engine
         assert done.returncode in (0, 127) and ("podman" not in called)
     if engine == "auto" and not installed:
         assert done.returncode == 127
+
+
+def test_podman_with_slirp4netns_puts_the_environment_on_no_bridge():
+    """podman's CNI bridges forward between each other: with slirp4netns the container joins none, and the
+    published 127.0.0.1 ports go through slirp4netns's port handler (tests/integration/.../test_env_network.py)."""
+    spec = podman_create_spec(request(network=envspec.NETWORK_SLIRP))
+    assert spec["netns"] == {"nsmode": "slirp4netns"} and "Networks" not in spec
+    assert spec["network_options"] == {"slirp4netns": ["port_handler=slirp4netns", "allow_host_loopback=false"]}
+    assert all(m["host_ip"] == "127.0.0.1" for m in spec["portmappings"])
+    bridged = podman_create_spec(request(network="devenv-a-b-net"))
+    assert bridged["netns"] == {"nsmode": "bridge"} and bridged["Networks"] == {"devenv-a-b-net": {}}

@@ -13,11 +13,11 @@ from fuzz_values import CANARY, HOSTILE, hostile_text
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from devenv.cli import main
+from devenv.cli import main, shown_whole
 
 DOCUMENTED = {0, 1, 2, 3, 4, 5}
 UNREACHABLE = "127.0.0.1:9"
-FUZZ = settings(max_examples=int(os.environ.get("DEVENV_FUZZ_CLI_EXAMPLES", "300")), deadline=None, database=None,
+FUZZ = settings(max_examples=int(os.environ.get("DEVENV_FUZZ_CLI_EXAMPLES", "400")), deadline=None, database=None,
                 suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 COUNT = {"cli": 0}
 CODES: dict[int, int] = {}
@@ -30,9 +30,18 @@ COMMANDS = {
     "jupyter": ["--env", "--port"], "ssh": ["--env", "--config"], "tunnel": ["--env"],
     "sanity": ["--env", "--only", "--python", "--suite", "--gpus", "--wait-idle"],
     "monitor": ["--once", "--interval", "--json"], "image build": ["--env", "--ca-bundle", "--wheelhouse"],
+    "code": ["--env", "--path", "--print"], "sync": ["--env", "--to", "--pull", "--interval"],
+    "up --devcontainer": ["--env", "--gpus", "--sync"], "exec -t": ["--env"], "down --yes": ["--env", "--json"],
 }
-FLAGS = {"--json", "--detach", "--purge", "--follow", "--config", "--once"}
+# commands that take no HOST: their arguments are drawn whole
+NO_HOST = {
+    "compat": ["--driver", "--cuda", "--gpu-cc", "--gpu-name", "--torch", "--arch-list", "--json"],
+    "hosts add": ["--ssh", "--group", "--description", "--runtime"],
+    "profiles show": ["--kind", "--json"], "profiles validate": ["--kind"], "completion": [],
+}
+FLAGS = {"--json", "--detach", "--purge", "--follow", "--config", "--once", "--print"}
 NUMBERS = ["nan", "inf", "-inf", "1e300", "0", "-1", "٣", "²", "9" * 5000, "1", "30", "0.5", "1_0", " 5"]
+PATHS = [".", "..", "/", "/dev/zero", "/etc/passwd", "a" * 300, "a/" * 2100, "../../../../etc", "~", "/nonexistent"]
 
 
 def host_args() -> st.SearchStrategy[str]:
@@ -42,8 +51,11 @@ def host_args() -> st.SearchStrategy[str]:
 
 
 def option_value(option: str) -> st.SearchStrategy[str]:
-    if option in ("--ready-timeout", "--interval", "--tail", "--port", "--wait-idle"):
+    if option in ("--ready-timeout", "--interval", "--tail", "--port", "--wait-idle", "--nodes", "--gpu-cc",
+                  "--driver", "--cuda"):
         return st.one_of(st.sampled_from(NUMBERS), hostile_text())
+    if option in ("--sync", "--devcontainer", "--ca-bundle", "--wheelhouse", "--path", "--to", "--pull"):
+        return st.one_of(st.sampled_from(PATHS), hostile_text())
     if option == "--only":
         return st.one_of(st.sampled_from(["matmul", "gpt,bogus", "", ",,,"]), hostile_text())
     return hostile_text()
@@ -51,11 +63,22 @@ def option_value(option: str) -> st.SearchStrategy[str]:
 
 @st.composite
 def invocations(draw) -> tuple[list[str], dict[str, str]]:
-    command = draw(st.sampled_from(sorted(COMMANDS)))
-    argv = command.split() + [draw(host_args())]
-    for option in draw(st.lists(st.sampled_from(COMMANDS[command]), max_size=3, unique=True)):
+    command = draw(st.sampled_from(sorted(COMMANDS) + sorted(NO_HOST)))
+    words = command.split()
+    if command in NO_HOST:  # NAME / FILE / SHELL, or nothing (compat)
+        argv = words + ([] if command == "compat" else [draw(st.one_of(st.sampled_from(PATHS), hostile_text()))])
+        options = NO_HOST[command]
+    else:
+        argv = words[:1] + [draw(host_args())] + words[1:]
+        options = COMMANDS[command]
+        if command in ("tunnel", "sync"):  # PORT[:LOCAL] / LOCAL_DIR after HOST
+            argv.append(draw(st.one_of(st.sampled_from(["8888", "8888:0", "0", "65536", "1:99999"] + PATHS),
+                                       hostile_text())))
+        if command == "up --devcontainer":
+            argv.append(draw(st.one_of(st.sampled_from(PATHS), hostile_text())))
+    for option in draw(st.lists(st.sampled_from(options), max_size=3, unique=True)) if options else []:
         argv += [option] if option in FLAGS else [option, draw(option_value(option))]
-    if command in ("exec", "ssh") and draw(st.booleans()):
+    if words[0] in ("exec", "ssh") and draw(st.booleans()):
         argv += ["--", "touch", CANARY]  # a command for the environment: must never run here
     env = {}
     if draw(st.booleans()):
@@ -103,6 +126,9 @@ def test_fuzzed_command_lines_never_crash_or_run_anything(isolated_home, tmp_pat
     if result.exception is not None and not isinstance(result.exception, SystemExit):
         raise AssertionError((argv, env, result.output[-600:])) from result.exception
     assert not os.path.exists(canary), (argv, env)
+    errors = "\n".join(line for line in result.output.splitlines() if line.startswith(("Error", "Hint")))
+    for value in argv:  # no error repeats a long value given (a private key pasted as an argument?)
+        assert shown_whole(value) or value not in errors, (argv, errors[-600:])
 
 
 def test_fuzz_cli_count():

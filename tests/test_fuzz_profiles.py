@@ -5,7 +5,9 @@ context with a file from outside images/."""
 
 from __future__ import annotations
 
+import json
 import os
+import re
 from pathlib import Path
 
 import yaml
@@ -13,9 +15,10 @@ from fuzz_values import HOSTILE, YAML_SOUP, scalar
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from devenv.cluster.slurm_job import JobRequest
 from devenv.config import paths, profiles, validate
 from devenv.config.profiles import EnvProfile, HostProfile
-from devenv.env import image_context
+from devenv.env import devcontainer, image_context
 from devenv.env.image_context import BuildInputs
 from devenv.errors import ProfileError
 from devenv.remote import openssh
@@ -25,9 +28,11 @@ FUZZ = settings(max_examples=int(os.environ.get("DEVENV_FUZZ_EXAMPLES", "400")),
 COUNT: dict[str, int] = {}
 
 SSH_FIELDS = ["alias", "hostname", "user", "port", "identity_file", "proxy_jump", "connect_timeout"]
-HOST_FIELDS = ["description", "runtime", "python", "default_env", "groups", "engine", "gpu_devices"]
+HOST_FIELDS = ["description", "runtime", "python", "default_env", "groups", "engine", "gpu_devices", "local"]
+SLURM_FIELDS = ["partition", "account", "qos", "time", "nodes", "gpus_per_node", "gpu_type", "cpus_per_gpu",
+                "mem_per_gpu", "cpus_per_node", "mem", "constraint", "extra_sbatch", "queue_timeout"]
 ENV_FIELDS = ["description", "image", "cuda", "torch", "image_size_gb", "ports", "volumes", "env", "shm_size",
-              "gpus", "jupyter", "sshd"]
+              "gpus", "jupyter", "sshd", "pip", "apt", "user", "build"]
 # config lines devenv writes for an environment, and nothing else
 CONFIG_KEYS = {"Host", "HostName", "Port", "User", "IdentityFile", "IdentitiesOnly", "HostKeyAlias",
                "UserKnownHostsFile", "StrictHostKeyChecking", "ServerAliveInterval", "ProxyCommand"}
@@ -63,6 +68,10 @@ def _strings(value) -> list[str]:
 def _check_host_is_safe(host: HostProfile) -> None:
     for text in _strings(host.to_dict()):
         assert validate.text_problem(text) is None, repr(text)
+    if host.slurm is not None:  # every sbatch word is one --option=value, none a second option or command
+        request = JobRequest(host.slurm, "devenv-fz-cpu", "h", "/w/job-%j.log", "/w")
+        for word in request.options():
+            assert word.startswith("--") and validate.text_problem(word) is None and " " not in word, word
     if host.ssh is None:
         return
     argv = openssh.host_options(host)
@@ -81,12 +90,17 @@ def host_docs() -> st.SearchStrategy[dict]:
     ssh_value = st.one_of(scalar(), st.sampled_from(["127.0.0.1", "box", "me", 22, "~/.ssh/id", ["bastion"], 5]))
     ssh = st.dictionaries(st.sampled_from(SSH_FIELDS + ["aliass"]), ssh_value, min_size=1, max_size=5)
     top = st.dictionaries(st.sampled_from(HOST_FIELDS), scalar(), max_size=4)
-    return st.tuples(ssh, top).map(lambda p: {**p[1], "ssh": p[0]})
+    slurm_value = st.one_of(scalar(), st.sampled_from(["gpu", "01:00:00", "32G", "a100&ib", ["--exclusive"], 2]))
+    slurm = st.one_of(st.none(), st.dictionaries(st.sampled_from(SLURM_FIELDS), slurm_value, max_size=4))
+    return st.tuples(ssh, top, slurm).map(
+        lambda p: {**p[1], "ssh": p[0]} if p[2] is None else {**p[1], "ssh": p[0], "runtime": "slurm", "slurm": p[2]})
 
 
 def env_docs() -> st.SearchStrategy[dict]:
     value = st.one_of(scalar(), st.sampled_from(["devenv/x:1", "12.8", "2.8.0+cu128", 20, {"jupyter": 8888},
-                                                 {"workspace": "/workspace"}, "16g", "all", [0, 1], True]))
+                                                 {"workspace": "/workspace"}, "16g", "all", [0, 1], True,
+                                                 ["numpy==2.1.0"], ["ffmpeg"], "dev",
+                                                 {"dockerfile": "pytorch.Dockerfile", "args": {"A": "1"}}]))
     return st.dictionaries(st.sampled_from(ENV_FIELDS + ["imag"]), value, max_size=6).map(
         lambda d: {"image": "devenv/x:1", **d} if "imag" not in d else d)
 
@@ -187,9 +201,50 @@ def test_no_build_context_carries_a_file_from_outside(tmp_path_factory, dockerfi
         assert allowed.get(name) == data, name
 
 
+DEVCONTAINER_KEYS = ["name", "image", "build", "dockerFile", "context", "forwardPorts", "containerEnv", "remoteEnv",
+                     "mounts", "onCreateCommand", "postCreateCommand", "postStartCommand", "remoteUser",
+                     "containerUser", "workspaceFolder", "customizations", "runArgs"]
+
+
+def devcontainer_docs() -> st.SearchStrategy[dict]:
+    value = st.one_of(scalar(), st.sampled_from(["devenv/x:1", 8888, [8888, "db:5432"], {"A": "1"}, "Dockerfile",
+                                                 ["type=bind,source=/data,target=/data"], "dev", "/workspace",
+                                                 ["type=volume,source=cache,target=/cache"], ["echo", "hi"]]))
+    build = st.dictionaries(st.sampled_from(["dockerfile", "context", "args", "target"]), value, max_size=3)
+    return st.tuples(st.dictionaries(st.sampled_from(DEVCONTAINER_KEYS), value, max_size=6),
+                     st.one_of(st.none(), build)).map(lambda p: p[0] if p[1] is None else {**p[0], "build": p[1]})
+
+
+@FUZZ
+@given(doc=devcontainer_docs())
+def test_fuzzed_devcontainer_json_is_a_devcontainer_or_bad_input(doc):
+    """Every devcontainer.json is parsed or refused (exit 2) with a message of plain one-line text that does not
+    repeat a long value; what it keeps is safe for an environment (names, ports, one-line strings)."""
+    _counted("devcontainer.json")
+    text = json.dumps(doc)
+    try:
+        dc = devcontainer.parse(text, "dc.json")
+    except ProfileError as exc:
+        assert exc.exit_code == 2 and exc.message.startswith("dc.json")
+        assert validate.text_problem(exc.message.replace("\n", " ")) is None, repr(exc.message)
+        for value in _strings(doc):
+            assert len(value) <= 40 or value not in exc.message, (value, exc.message)
+        return
+    for note in dc.not_honoured:
+        assert validate.text_problem(note) is None, repr(note)
+        for value in _strings(doc):
+            assert len(value) <= 40 or value not in note, (value, note)
+    assert all(isinstance(p, int) and 0 < p < 65536 for p in dc.forward_ports)
+    for name, value in dc.env.items():
+        assert re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) and "\0" not in value, (name, value)
+    for text_value in (dc.image, dc.remote_user, dc.workspace_folder, dc.dockerfile, dc.target):
+        assert text_value is None or validate.text_problem(text_value) is None, repr(text_value)
+    assert dc.dockerfile is None or not (dc.dockerfile.startswith("/") or ".." in dc.dockerfile.split("/"))
+
+
 def test_fuzz_count_is_reported():
     """Runs last in this file (pytest keeps file order): the number of generated profile inputs."""
     total = sum(COUNT.values())
     print(f"\nfuzz (profiles): {total} inputs {COUNT}")
-    if len(COUNT) == 5:  # the whole file ran
-        assert total >= 5 * 100, COUNT
+    if len(COUNT) == 6:  # the whole file ran
+        assert total >= 6 * 100, COUNT

@@ -80,6 +80,25 @@ def test_a_pasted_private_key_is_not_printed(isolated_home):
     assert "oops.yaml:" in result.output and "ssh.alias" in result.output
 
 
+@pytest.mark.parametrize("field", ["partition", "account", "qos", "gpu_type", "time", "mem", "mem_per_gpu",
+                                   "constraint", "extra_sbatch"])
+def test_a_bad_slurm_value_is_not_echoed_whole(isolated_home, field):
+    import yaml
+
+    value = KEY if field != "extra_sbatch" else [KEY]
+    write(isolated_home, "hosts", "login", yaml.safe_dump({"ssh": {"alias": "box"}, "runtime": "slurm",
+                                                          "slurm": {field: value}}))
+    with pytest.raises(ProfileError) as err:
+        profiles.load_host("login")
+    shown = err.value.message + (err.value.hint or "")
+    assert f"slurm.{field}" in shown and "PRIVATE KEY" not in shown and "b3BlbnNzaC1rZXkt" not in shown, shown
+    write(isolated_home, "hosts", "login", yaml.safe_dump({"ssh": {"alias": "box"}, "runtime": "slurm",
+                                                          "slurm": {field: "x;" + "a" * 60}}))
+    with pytest.raises(ProfileError) as err:
+        profiles.load_host("login")
+    assert "a" * 30 not in err.value.message and "(62 characters)" in err.value.message, err.value.message
+
+
 BAD_ENVS = [
     ("image: ''\n", "image"),
     ('image: "devenv/x:1\\nRUN evil"\n', "image"),
@@ -161,6 +180,8 @@ def test_a_profile_that_is_a_fifo_or_a_device_is_refused_without_hanging(isolate
     ["status", "a" * 300],
     ["status", "-oProxyCommand=x"],
     ["status", "box:٢٢"],
+    ["monitor", "127.0.0.1:9", "--once", "--prometheus", "127.0.0.1:0"],  # it served forever, --once ignored
+    ["monitor", "127.0.0.1:9", "--once", "--json", "--watch"],
 ])
 def test_bad_options_are_exit_2_before_connecting(args):
     # 127.0.0.1:9 (discard) is closed: a command that tried to connect would exit 3, not 2
@@ -217,3 +238,111 @@ def test_a_path_with_a_blank_is_quoted():
     entry = openssh.env_config_entry("devenv-local-cpu", HostProfile(name="local", source="t", local=True), 2222,
                                      Path("/my keys/id"), Path("/c/kh"))
     assert 'IdentityFile "/my keys/id"' in entry
+
+
+# --- paths and files named on the command line -------------------------------------------------------
+
+BROKEN_DEVCONTAINERS = [
+    ("latin1", b'{"image": "caf\xe9"}', "not UTF-8"),
+    ("utf16", '{"image": "x"}'.encode("utf-16"), "UTF-16"),
+    ("deep", b"[" * 100_000 + b"]" * 100_000, "nested too deeply"),
+    ("huge", b'{"name": "' + b"x" * 300_000 + b'"}', "larger than"),
+]
+
+
+@pytest.mark.parametrize("name,data,words", BROKEN_DEVCONTAINERS, ids=[b[0] for b in BROKEN_DEVCONTAINERS])
+def test_a_broken_devcontainer_json_is_bad_input_not_an_internal_error(tmp_path, name, data, words):
+    folder = tmp_path / name / ".devcontainer"
+    folder.mkdir(parents=True)
+    (folder / "devcontainer.json").write_bytes(data)
+    result = cli("up", "127.0.0.1:9", "--devcontainer", str(tmp_path / name))
+    assert result.exit_code == 2 and words in result.output, (result.exit_code, result.output[-300:])
+
+
+def test_a_devcontainer_json_that_is_a_fifo_is_refused_without_hanging(tmp_path):
+    folder = tmp_path / "p" / ".devcontainer"
+    folder.mkdir(parents=True)
+    os.mkfifo(folder / "devcontainer.json")
+    result = cli("up", "127.0.0.1:9", "--devcontainer", str(folder / "devcontainer.json"))
+    assert result.exit_code == 2, result.output
+
+
+@pytest.mark.parametrize("args", [
+    ["profiles", "validate", "a" * 300],
+    ["sync", "127.0.0.1:9", "a" * 300],
+    ["up", "127.0.0.1:9", "--devcontainer", "a" * 300],
+    ["profiles", "validate", "a\0b"],
+    ["sync", "127.0.0.1:9", "a\0b"],
+    ["up", "127.0.0.1:9", "--sync", "a\0b"],
+    ["up", "127.0.0.1:9", "--devcontainer", "a\0b"],
+])
+def test_paths_the_os_cannot_look_up_are_exit_2(args):
+    result = cli(*args)
+    assert result.exit_code == 2, (result.exit_code, result.output[-300:])
+    assert "a" * 100 not in result.output  # not echoed whole
+
+
+@pytest.mark.parametrize("text", ['{"image": "x", "forwardPorts": 8888}', '{"image": "x", "forwardPorts": null}',
+                                  '{"image": "x", "forwardPorts": true}'])
+def test_forward_ports_that_are_no_list_are_bad_input(text):
+    from devenv.env import devcontainer
+
+    with pytest.raises(ProfileError) as err:
+        devcontainer.parse(text, "dc.json")
+    assert "forwardPorts must be a list" in err.value.message
+
+
+def test_devcontainer_errors_show_no_control_characters_or_long_names():
+    from devenv.env import devcontainer
+
+    for text in ('{"image": "x", "containerEnv": {"\\u001b[2J' + "A" * 60 + '": "1"}}',
+                 '{"build": {"dockerfile": "../../' + "d" * 60 + '"}}'):
+        with pytest.raises(ProfileError) as err:
+            devcontainer.parse(text, "dc.json")
+        assert "\x1b" not in err.value.message and "A" * 30 not in err.value.message
+        assert "d" * 50 not in err.value.message, err.value.message
+    assert devcontainer.parse('{"image": "x", "forwardPorts": [true, 6006]}', "dc.json").forward_ports == (6006,)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device", "folder"])
+def test_an_ssh_config_that_is_no_regular_file_is_exit_2_not_a_hang(isolated_home, monkeypatch, tmp_path, kind):
+    """`ssh-config install/show/uninstall` read the user's ssh config: a FIFO hung, /dev/zero never ended and a
+    folder was exit 70."""
+    path = tmp_path / "config"
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "device":
+        path.symlink_to("/dev/zero")
+    else:
+        path.mkdir()
+    monkeypatch.setenv("DEVENV_SSH_CONFIG", str(path))
+    for args in (["ssh-config", "install", "--yes"], ["ssh-config", "show"], ["ssh-config", "uninstall"]):
+        result = cli(*args)
+        assert result.exit_code == 2 and "not a regular file" in result.output, (args, result.output)
+
+
+def test_known_hosts_that_are_no_regular_file_hold_no_keys_and_take_none(tmp_path):
+    from devenv.errors import HostKeyError
+    from devenv.remote import hostkeys
+
+    fifo = tmp_path / "known_hosts"
+    os.mkfifo(fifo)
+    assert hostkeys.known_keys("box", 22, files=[fifo, Path("/dev/zero"), Path(os.devnull)]) == []
+    with pytest.raises(HostKeyError):
+        hostkeys.record("box", "ssh-ed25519", b"k" * 32, fifo)
+    hostkeys.record("box", "ssh-ed25519", b"k" * 32, Path(os.devnull))  # keeps nothing, as ssh does
+
+
+@pytest.mark.parametrize("args", [
+    ["check", "127.0.0.1:9", "--env", "KEY"], ["status", "KEY"], ["profiles", "show", "KEY"],
+    ["compat", "--cuda", "KEY"], ["sanity", "127.0.0.1:9", "--suite", "KEY"], ["jupyter", "127.0.0.1:9", "-p", "KEY"],
+    ["monitor", "127.0.0.1:9", "--prometheus", "KEY"], ["image", "build", "127.0.0.1:9", "--ca-bundle", "KEY"],
+    ["hosts", "add", "KEY"], ["logs", "127.0.0.1:9", "--tail", "KEY"], ["KEY"],
+])
+def test_no_error_repeats_a_key_pasted_as_an_argument(isolated_home, args):
+    result = cli(*[KEY if a == "KEY" else a for a in args])
+    assert result.exit_code == 2, (result.exit_code, result.output)
+    assert "PRIVATE KEY" not in result.output and "b3BlbnNzaC1rZXkt" not in result.output, result.output
+    long = "x-" * 30  # no valid name either
+    result = cli(*[long if a == "KEY" else a for a in args])
+    assert result.exit_code == 0 or long not in result.output, result.output

@@ -593,3 +593,19 @@ def test_debug_log_names_each_command_its_exit_and_duration_and_each_reconnect(s
     assert any("reconnecting" in line for line in lines), lines
     assert sum("connected to 127.0.0.1:" in line for line in lines) == 2, lines
     assert any(line.endswith(": echo two") for line in lines), lines
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device", "folder"])
+def test_an_identity_file_that_is_no_regular_file_is_bad_input_not_a_hang(tmp_path, server, key, kind):
+    """A FIFO would block the key's read forever, /dev/zero would fill the memory (issue 14)."""
+    path = tmp_path / "not-a-key"
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "device":
+        path.symlink_to("/dev/zero")
+    else:
+        path.mkdir()
+    trust(server)
+    with pytest.raises(DevenvError) as err, SSHConnection(target(server, key, identity_file=str(path))) as conn:
+        conn.run("true")
+    assert err.value.exit_code == 2 and "not a regular file" in err.value.message, err.value.message

@@ -53,3 +53,19 @@ def test_an_environment_made_on_the_shared_bridge_is_shown_changed_and_recreated
     result = backend(runtime).up(ENV, Key(), events=Recorder(answer=True), options=UpOptions())
     assert result.action == "recreated" and runtime.did("remove") == [f"remove {cid}"]
     assert runtime._requested[result.status.container].network == NETWORK
+
+
+class BridgelessRuntime(MemoryRuntime):
+    """An engine that isolates environments without a bridge (podman with slirp4netns)."""
+
+    def bridgeless_network(self) -> str:
+        return envspec.NETWORK_SLIRP
+
+
+def test_an_engine_that_isolates_without_a_bridge_gets_no_network_made():
+    runtime = BridgelessRuntime()
+    events = Recorder()
+    result = backend(runtime).up(ENV, Key(), events=events, options=UpOptions())
+    assert runtime.did("ensure_network") == [] and runtime.networks == {}
+    assert runtime._requested[result.status.container].network == envspec.NETWORK_SLIRP
+    assert any("slirp4netns" in step for step in events.steps), events.steps

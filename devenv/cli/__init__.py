@@ -82,16 +82,33 @@ class DevenvGroup(click.Group):
         with formatter.section("Commands"):
             formatter.write_dl(rows)
 
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        # A NUL cannot come through a real command line (execve's arguments are C strings), only from a caller
+        # in-process; os.stat() and friends raise ValueError on one, so it is refused once, here, as bad input.
+        if any("\0" in arg for arg in args):
+            report_error("an argument holds a NUL character", "pass each value as plain text")
+            ctx.exit(2)
+        ctx.meta[_ARGS] = list(args)
+        try:
+            return super().parse_args(ctx, args)
+        except click.ClickException as exc:
+            exc.message = redact(exc.message, ctx.meta[_ARGS])  # args is consumed by then
+            raise
+
     def invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)
         except DevenvError as exc:
-            report_error(exc.message, exc.hint)
+            given = ctx.meta.get(_ARGS, [])
+            report_error(redact(exc.message, given), redact(exc.hint, given) if exc.hint else exc.hint)
             ctx.exit(exc.exit_code)
         except KeyboardInterrupt:
             click.echo("\nInterrupted.", err=True)
             ctx.exit(130)
-        except (click.exceptions.Exit, click.ClickException, click.Abort):
+        except click.ClickException as exc:  # a bad option value: click's message quotes it
+            exc.message = redact(exc.message, ctx.meta.get(_ARGS, []))
+            raise
+        except (click.exceptions.Exit, click.Abort):
             raise
         except Exception as exc:  # an unknown bug: one line for the user, the traceback for us
             if os.environ.get("DEVENV_DEBUG") or "pytest" in sys.modules:
@@ -101,6 +118,35 @@ class DevenvGroup(click.Group):
                 "re-run with DEVENV_DEBUG=1 for a traceback, and report it",
             )
             ctx.exit(70)
+
+
+_ARGS = "devenv.args"
+
+
+def shown_whole(arg: str) -> bool:
+    """Whether an error may repeat this argument as given: a short plain word, or a path (the user needs to see
+    which file), never anything multi-line, with control characters or looking like a key."""
+    from devenv.config.validate import text_problem
+
+    if text_problem(arg) or "PRIVATE KEY" in arg or "BEGIN " in arg:
+        return False
+    path_like = arg.startswith(("/", "~", "./", "../")) and not any(c.isspace() for c in arg)
+    return len(arg) <= 40 or (path_like and len(arg) <= 1024)
+
+
+def redact(text: str, args: list[str]) -> str:
+    """text with every long, multi-line or control-character argument shown as a short preview: an error
+    never repeats a whole value (a private key pasted as an argument, a terminal escape)."""
+    from devenv.config.validate import preview, text_problem
+
+    for arg in sorted(set(args), key=len, reverse=True):
+        if shown_whole(arg):
+            continue
+        shown = preview(arg)
+        for form in (repr(arg), repr(arg)[1:-1], arg):
+            if len(form) > 2 or (form and text_problem(form)):  # a lone control character too
+                text = text.replace(form, shown)
+    return text
 
 
 def report_error(message: str, hint: str | None) -> None:

@@ -14,6 +14,7 @@ import click
 
 from devenv.cli import main
 from devenv.cli.common import accept_new_host_option, env_option
+from devenv.config import paths
 from devenv.errors import DevenvError
 
 
@@ -39,7 +40,7 @@ def code(host: str, env: str | None, accept_new_host: bool, subdir: str | None, 
     folder = f"{target.workspace.rstrip('/')}/{folder_in}" if folder_in else target.workspace
     argv = ["code", "--remote", f"ssh-remote+{target.destination}", folder]
     user_config = user_ssh_config()
-    text = user_config.read_text(errors="replace") if user_config.exists() else ""
+    text = (paths.read_user_file(user_config, "the ssh config") or b"").decode("utf-8", "replace")
     if not ssh_include.has_include(text, ssh_include.include_line(devenv_ssh_config())):
         click.secho(f"VS Code finds {target.destination} only through {user_config}: run "
                     "`devenv ssh-config install` once (one Include line), or set remote.SSH.configFile to "

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import click
 
+from devenv.config import profiles, validate
 from devenv.env.devcontainer import Devcontainer, overlay, parse
 from devenv.errors import BadInputError, DevenvError
 
@@ -22,6 +23,10 @@ def find(named: str | None) -> tuple[Devcontainer, Path] | None:
     in the current folder, else None."""
     candidates: list[Path]
     if named:
+        problem = validate.local_path_problem(named)
+        if problem:
+            raise BadInputError(f"--devcontainer {validate.preview(named)} {problem}",
+                                "name the file, or a folder that has .devcontainer/devcontainer.json")
         path = Path(named).expanduser().resolve()
         candidates = [path] if path.is_file() else [path / ".devcontainer" / "devcontainer.json",
                                                      path / ".devcontainer.json"]
@@ -32,7 +37,8 @@ def find(named: str | None) -> tuple[Devcontainer, Path] | None:
         if candidate.is_file():
             root = candidate.parent.parent if candidate.parent.name == ".devcontainer" else candidate.parent
             folder = str(candidate.parent.relative_to(root)) if candidate.parent != root else "."
-            return parse(candidate.read_text(), str(candidate), folder), root
+            # read as profiles are: a regular file of bounded size, UTF-8 (never a FIFO, a device or UTF-16)
+            return parse(profiles.read_text(candidate), str(candidate), folder), root
     if named:
         raise BadInputError(f"no devcontainer.json at {named}",
                             "name the file, or a folder that has .devcontainer/devcontainer.json")

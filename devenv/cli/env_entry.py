@@ -24,12 +24,25 @@ def ssh_binary() -> str:
     return found
 
 
+def keepalive_options(conn: object) -> list[str]:
+    """`-o ServerAliveInterval/CountMax` as devenv's own connection to the host uses them (the user's ssh config
+    for the host, or devenv's default): the user's ssh then notices a frozen connection as soon as devenv would,
+    anywhere on the way to the environment, instead of after the entry's own 30 s x 3 or never."""
+    resolved = getattr(conn, "resolved", None)
+    interval = getattr(resolved, "server_alive_interval", None)
+    count = getattr(resolved, "server_alive_count_max", None)
+    if not isinstance(interval, (int, float)) or not isinstance(count, int) or not 0 < interval < 86400:
+        return []
+    return ["-o", f"ServerAliveInterval={max(1, int(interval))}", "-o", f"ServerAliveCountMax={max(1, count)}"]
+
+
 def env_target(host: str, env: str | None, accept_new_host: bool) -> tuple[HostProfile, EnvProfile, Target]:
     """(host, env, where its workspace is) for a running environment; its ssh entry is written fresh."""
     from devenv.services.ssh_entry import ssh_files
 
     with open_env(host, env, accept_new_host=accept_new_host) as session:
         env_profile, host_profile = session.env, session.host
+        alive = keepalive_options(session.conn)
         if session.traits.shell_on_host:  # the environment is the host: its workspace folder there
             if session.backend.find(env_profile.name) is None:
                 raise DevenvError(f"no environment '{env_profile.name}' on {host}", f"start it: devenv up {host}")
@@ -38,7 +51,7 @@ def env_target(host: str, env: str | None, accept_new_host: bool) -> tuple[HostP
                 return host_profile, env_profile, Target((), None, os.path.expanduser(workspace))
             options = openssh.host_options(host_profile)
             # ssh lands in the user's home: the workspace relative to it, so no remote `~` is needed
-            return host_profile, env_profile, Target((ssh_binary(), *options[:-1]), options[-1],
+            return host_profile, env_profile, Target((ssh_binary(), *alive, *options[:-1]), options[-1],
                                                      workspace.removeprefix("~/"))
         if not session.traits.containers:
             raise DevenvError(f"sync and code reach container and bare-host environments; {host} runs "
@@ -49,4 +62,4 @@ def env_target(host: str, env: str | None, accept_new_host: bool) -> tuple[HostP
                           "set `sshd: true` in its profile and run `devenv up` again")
     config, _ = ssh_files()
     workspace = env_profile.volumes.get("workspace", "/workspace")
-    return host_profile, env_profile, Target((ssh_binary(), "-F", str(config)), alias, workspace)
+    return host_profile, env_profile, Target((ssh_binary(), *alive, "-F", str(config)), alias, workspace)

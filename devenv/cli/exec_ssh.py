@@ -9,10 +9,14 @@ from __future__ import annotations
 
 import os
 import shlex
+import signal
 import stat
+import subprocess
 import sys
+import tempfile
+from typing import NoReturn
 
-from devenv.cli.ssh_cmd import _run_ssh
+from devenv.errors import ConnectError
 
 
 def stdin_has_input() -> bool:
@@ -45,6 +49,57 @@ def exec_over_ssh(host: str, env: str | None, accept_new_host: bool, argv: list[
     host_profile, _, target = env_target(host, env, accept_new_host)
     if target.destination is None or (not traits_of(host_profile).containers and not tty):
         return
-    ssh = list(target.ssh_argv)
-    ssh.append("-tt" if tty else "-T")  # -tt: the pty was asked for, even when stdin is a pipe
-    _run_ssh([*ssh, "--", target.destination, remote_command(target.workspace, argv)])
+    run_remote(host, ssh_command(target.ssh_argv, target.destination, remote_command(target.workspace, argv), tty),
+               argv)
+
+
+def ssh_command(ssh_argv: tuple[str, ...], destination: str, command: str, tty: bool) -> list[str]:
+    """ssh's argv: its options (the bare host's end in `--`, ready for rsync -e), the pty flag among them,
+    then one `--` and the destination."""
+    options = list(ssh_argv[:-1] if ssh_argv[-1:] == ("--",) else ssh_argv)
+    options.append("-tt" if tty else "-T")  # -tt: the pty was asked for, even when stdin is a pipe
+    return [*options, "--", destination, command]
+
+
+# what ssh says when a connection that was up ends under it (a keepalive timeout, the proxy or peer gone)
+_LOST = ("not responding", "closed", "Broken pipe", "reset by peer", "Connection timed out during")
+
+
+def run_remote(host: str, ssh: list[str], argv: list[str]) -> NoReturn:
+    """Run ssh; exit with the remote command's code, or with exit 3 and a message when ssh itself failed.
+
+    ssh exits 255 both when the connection failed or was lost and when the remote command exited 255; its own
+    messages (-E) tell the two apart: a lost connection leaves one there ("Timeout, server ... not responding",
+    "Connection closed by ..."), a command's exit does not. They are shown as ssh would have shown them."""
+    with tempfile.TemporaryDirectory(prefix="devenv-ssh-") as folder:
+        log = os.path.join(folder, "ssh.log")
+        code = _call([ssh[0], "-E", log, *ssh[1:]])
+        try:
+            with open(log, errors="replace") as f:
+                said = f.read(64 * 1024)
+        except OSError:
+            said = ""
+    if said:
+        sys.stderr.write(said if said.endswith("\n") else said + "\n")
+    if code != 255 or not said.strip():
+        raise SystemExit(code)
+    last = said.strip().splitlines()[-1][:200]
+    command = " ".join(argv)
+    if not any(word in said for word in _LOST):
+        raise ConnectError(f"ssh could not reach the environment on {host} (ssh: {last}); nothing was run",
+                           f"`devenv status {host}` shows whether it is up; `devenv up {host}` repairs it")
+    timed_out = "not responding" in said
+    why = ("the host or the environment stopped answering SSH keepalives" if timed_out else f"ssh: {last}")
+    raise ConnectError(f"the connection to {host} was lost while `{command[:60]}` ran ({why}); it may still be "
+                       "running in the environment (the host cannot be asked now)",
+                       f"see it with `devenv exec {host} -- ps -ef`; stop it with "
+                       f"`devenv exec {host} -- pkill -xf {shlex.quote(command[:200])}`; its output from now on "
+                       "is not kept")
+
+
+def _call(argv: list[str]) -> int:
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C belongs to the remote command
+    try:
+        return subprocess.call(argv)
+    finally:
+        signal.signal(signal.SIGINT, previous)

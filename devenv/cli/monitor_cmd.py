@@ -58,6 +58,8 @@ def monitor(hosts: tuple[str, ...], once: bool, as_json: bool, interval: float, 
         bind = parse_bind(prometheus, allow_public=prometheus_public)  # before connecting anywhere
     if watch and not as_json:
         raise click.UsageError("--watch goes with --json (NDJSON); the TUI watches by itself")
+    if once and (bind is not None or watch):  # they serve until Ctrl-C: --once would be silently ignored
+        raise click.UsageError("--once takes one look and exits; --prometheus and --watch keep serving (pick one)")
     host_profiles = [load_host(name) for name in host_names(hosts or default_hosts())]
     if env is not None:
         from devenv.services.session import resolve_env

@@ -43,7 +43,7 @@ def ssh_config() -> None:
 def install(assume_yes: bool) -> None:
     """Add `Include <devenv's ssh config>` as the first line of ~/.ssh/config (nothing else changes)."""
     target, line = user_ssh_config(), inc.include_line(devenv_ssh_config())
-    text = target.read_bytes().decode("utf-8", "surrogateescape") if target.exists() else None
+    text = _read(target)
     if text is not None and inc.has_include(text, line):
         where = "at the top" if inc.is_at_top(text, line) else "below a Host block: ssh applies it only there"
         click.echo(f"{target} already includes devenv's entries ({where}).")
@@ -68,10 +68,11 @@ def install(assume_yes: bool) -> None:
 def uninstall() -> None:
     """Take devenv's Include line out of ~/.ssh/config (exactly that line)."""
     target, line = user_ssh_config(), inc.include_line(devenv_ssh_config())
-    if not target.exists() or not inc.has_include(target.read_bytes().decode("utf-8", "surrogateescape"), line):
+    current = _read(target)
+    if current is None or not inc.has_include(current, line):
         click.echo(f"{target} has no devenv Include line: nothing to do.")
         return
-    text = inc.remove_include(target.read_bytes().decode("utf-8", "surrogateescape"), line)
+    text = inc.remove_include(current, line)
     marker = paths.state_dir() / _MARKER
     created = marker.is_file() and json.loads(marker.read_text()).get("created") == str(target)
     if created and not text:
@@ -87,9 +88,15 @@ def uninstall() -> None:
 def show() -> None:
     """Print the Include line and whether your ssh config has it."""
     target, line = user_ssh_config(), inc.include_line(devenv_ssh_config())
-    text = target.read_bytes().decode("utf-8", "surrogateescape") if target.exists() else ""
+    text = _read(target) or ""
     state = "installed" if inc.has_include(text, line) else "not installed (devenv ssh-config install)"
     click.echo(f"{line.rstrip()}\n# in {target}: {state}")
+
+
+def _read(target: Path) -> str | None:
+    """The user's ssh config as text (bytes that are not UTF-8 kept as they are), None when there is none."""
+    data = paths.read_user_file(target, "the ssh config")
+    return None if data is None else data.decode("utf-8", "surrogateescape")
 
 
 def _write_keeping_mode(path: Path, text: str) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from devenv.cli import main
+from devenv.cli import main, redact
 from devenv.cli.common import accept_new_host_option, host_names, load_host, per_host, worst_exit_code
 from devenv.cli.render import emit_json
 from devenv.config import hostref
@@ -68,8 +68,8 @@ def status(hosts: tuple[str, ...], accept_new_host: bool, as_json: bool) -> None
                                 fg="yellow", err=True)
         elif not failed:
             click.echo(f"No environments on {', '.join(names)}.")
-        for name, error in failed:
-            click.secho(f"{name}: {error}", fg="red", err=True)
+        for name, error in failed:  # the name as given may be anything (a pasted key?): a preview of it
+            click.secho(redact(f"{name}: {error}", [name]), fg="red", err=True)
         for name, err in examples.items():
             click.secho(f"{name}: bundled example profile, not reachable from here ({err.message}); "
                         f"write your own with `devenv hosts add {name} --ssh ALIAS`", fg="yellow", err=True)

@@ -14,6 +14,7 @@ import click
 
 from devenv.cli import main
 from devenv.cli.common import accept_new_host_option, env_option
+from devenv.config import validate
 from devenv.errors import BadInputError
 
 
@@ -34,6 +35,9 @@ def sync(host: str, local_dir: Path, env: str | None, accept_new_host: bool, sub
     from devenv.cli.env_entry import env_target
     from devenv.remote import rsync
 
+    problem = validate.local_path_problem(str(local_dir))
+    if problem:
+        raise BadInputError(f"LOCAL_DIR {validate.preview(str(local_dir))} {problem}", "name the project folder")
     local_dir = local_dir.resolve()
     if not pull and not local_dir.is_dir():
         raise BadInputError(f"{local_dir} is not a folder", "name the project folder to send")

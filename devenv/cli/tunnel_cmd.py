@@ -49,6 +49,10 @@ def tunnel(host: str, ports: tuple[str, ...], env: str | None, accept_new_host: 
         for rport, _ in wanted_ports:
             click.echo(f"{status.address}:{rport} -> {env_profile.name}:{rport} (no tunnel needed here)")
         return
+    if not status.address:  # podman's slirp4netns: on no bridge, so no address the host could forward to
+        raise DevenvError(f"the environment '{env_profile.name}' on {host} is on no network the host can reach "
+                          "(podman's slirp4netns keeps other containers out): only its published ports answer",
+                          f"forward through its sshd instead: devenv ssh {host} -- -N -L PORT:127.0.0.1:PORT")
     # Container ports are reached at the container's address on the host's Docker network.
     wanted: list[tuple[str, str, int, int | None]] = [
         (f"port {rport}", status.address, rport, local or rport) for rport, local in wanted_ports]

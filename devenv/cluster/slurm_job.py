@@ -33,11 +33,12 @@ JOB_PREFIX = "devenv-"
 class SettingError(ValueError):
     """A scheduler setting Slurm would not accept, or that could become another option: (field, problem, hint)."""
 
-    def __init__(self, field_name: str, problem: str, hint: str):
+    def __init__(self, field_name: str, problem: str, hint: str, value: str | None = None):
         super().__init__(f"{field_name}: {problem}")
         self.field = field_name
-        self.problem = problem
+        self.problem = problem  # never the value itself: the caller shows a short preview of it (a pasted key?)
         self.hint = hint
+        self.value = value
 
 
 @dataclass(frozen=True)
@@ -80,7 +81,7 @@ _FORMS = {
 def _must_be(form: str, field_name: str, value: str) -> str:
     pattern, what, hint = _FORMS[form]
     if not pattern.fullmatch(value):
-        raise SettingError(field_name, f"'{value}' is not {what}", hint.format(field_name))
+        raise SettingError(field_name, f"is not {what}", hint.format(field_name), value)
     return value
 
 
@@ -103,9 +104,9 @@ def check_constraint(value: str) -> str:
 def check_extra(value: str) -> str:
     """One extra sbatch option as one word: `--name=value` or `--flag`, never one devenv sets itself."""
     if not EXTRA_RE.fullmatch(value):
-        raise SettingError("extra_sbatch", f"'{value}' is not one --option=value word",
+        raise SettingError("extra_sbatch", "is not one --option=value word",
                            "write each option as one word, e.g. --exclusive or --mail-type=END (no spaces, "
-                           "no quotes, no short -x options)")
+                           "no quotes, no short -x options)", value)
     name = value[2:].split("=", 1)[0]
     if name in OWN_OPTIONS:
         raise SettingError("extra_sbatch", f"--{name} is set by devenv or by its own field",

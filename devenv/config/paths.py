@@ -9,7 +9,12 @@ DEVENV_SSH_CONFIG and DEVENV_KNOWN_HOSTS point the SSH layer at other files than
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
+
+from devenv.errors import BadInput
+
+MAX_USER_FILE = 4 * 1024 * 1024  # an ssh config or a key: small; more is a mistake (a link to /dev/zero?)
 
 
 def _xdg(var: str, default: str) -> Path:
@@ -66,3 +71,32 @@ def write_private(path: Path, text: str) -> None:
     with os.fdopen(fd, "w") as f:
         f.write(text)
     os.replace(tmp, path)
+
+
+def read_user_file(path: Path, what: str, limit: int = MAX_USER_FILE) -> bytes | None:
+    """The bytes of a file the user keeps (their ssh config): None when it does not exist; BadInput (exit 2)
+    when it is a FIFO, a device or a folder (a read would hang, never end, or fail) or larger than limit."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise BadInput(f"cannot read {what} {path}: {exc.strerror}", "check the file and its permissions") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise BadInput(f"{what} {path} is not a regular file (a FIFO, a device or a folder)",
+                           "point it at the file itself")
+        chunks, size = [], 0
+        while size <= limit:
+            chunk = os.read(fd, limit + 1 - size)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    except OSError as exc:
+        raise BadInput(f"cannot read {what} {path}: {exc.strerror}", "check the file and its permissions") from None
+    finally:
+        os.close(fd)
+    if size > limit:
+        raise BadInput(f"{what} {path} is larger than {limit // 1024} KiB", "point it at the file itself")
+    return b"".join(chunks)

@@ -455,7 +455,8 @@ def _slurm(ctx, node, where):
         return validate_slurm(settings)
     except SettingError as exc:
         field_node = next((v for k, v in node.value if k.value == exc.field), node)
-        raise ctx.fail(field_node, f"{where}.{exc.field}", exc.problem, exc.hint) from None
+        problem = exc.problem if exc.value is None else f"{check.preview(exc.value)} {exc.problem}"
+        raise ctx.fail(field_node, f"{where}.{exc.field}", problem, exc.hint) from None
 
 
 HOST_SCHEMA: dict[str, Callable] = {
@@ -713,6 +714,9 @@ def source_of(kind: str, name: str) -> Path | None:
 
 def validate_file(path: Path, kind: str | None = None) -> HostProfile | EnvProfile:
     """Validate one file; the kind comes from its folder (hosts/ or envs/) unless given."""
+    problem = check.local_path_problem(str(path))
+    if problem:
+        raise ProfileError(f"{check.preview(str(path))} {problem}", "give the path of a .yaml profile")
     if not path.exists():
         raise ProfileError(f"{path}: no such file", "give the path of a .yaml profile")
     kind = kind or (path.parent.name if path.parent.name in KINDS else None)

@@ -104,11 +104,14 @@ def parse(text: str, source: str, devcontainer_dir: str = ".devcontainer") -> De
         raise ProfileError(f"{source}: image {validate.preview(image, 40)} {validate.image_problem(image)}",
                            "give an image reference like mcr.microsoft.com/devcontainers/python:3")
     ports = []
-    for p in data.get("forwardPorts", []):
-        if isinstance(p, int) and 0 < p < 65536:
+    raw_ports = data.get("forwardPorts", [])
+    if not isinstance(raw_ports, list):
+        raise ProfileError(f"{source}: forwardPorts must be a list of port numbers", 'e.g. "forwardPorts": [6006]')
+    for p in raw_ports:
+        if isinstance(p, int) and not isinstance(p, bool) and 0 < p < 65536:
             ports.append(p)
         else:
-            notes.append(f"forwardPorts {p!r}: only local port numbers are supported")
+            notes.append(f"forwardPorts {validate.preview(p)}: only local port numbers are supported")
     mounts: list[MountSpec] = []
     volumes: dict[str, str] = {}
     raw_mounts = data.get("mounts", [])
@@ -227,13 +230,14 @@ def _inside(base: str, relative: str, source: str) -> str:
     for part in (PurePosixPath(base) / relative).parts:
         if part == "..":
             if not parts:
-                raise ProfileError(f"{source}: {relative!r} leaves the project folder",
+                raise ProfileError(f"{source}: {validate.preview(relative, 40)} leaves the project folder",
                                    "keep the Dockerfile and build context inside the project")
             parts.pop()
         elif part not in (".", ""):
             parts.append(part)
     if PurePosixPath(relative).is_absolute():
-        raise ProfileError(f"{source}: {relative!r} is an absolute path", "give it relative to devcontainer.json")
+        raise ProfileError(f"{source}: {validate.preview(relative, 40)} is an absolute path",
+                           "give it relative to devcontainer.json")
     return "/".join(parts) or "."
 
 
@@ -253,7 +257,7 @@ def _commands(value: Any, key: str, source: str) -> tuple[str, ...]:
 
 
 def _str(value: Any, key: str, source: str) -> str:
-    if not isinstance(value, str) or not value or "\n" in value or "\0" in value:
+    if not isinstance(value, str) or not value or validate.text_problem(value):  # no control characters either
         raise ProfileError(f"{source}: {key} must be a one-line string", f"fix {key}")
     return value
 
@@ -267,8 +271,11 @@ def _str_map(value: Any, key: str, source: str) -> dict[str, str]:
         raise ProfileError(f"{source}: {key} must be an object of strings", f"fix {key}")
     out = {}
     for k, v in value.items():
-        if not isinstance(k, str) or not k.replace("_", "").isalnum() or not isinstance(v, (str, int, float, bool)):
-            raise ProfileError(f"{source}: {key}.{k} is not a NAME: value pair", f"fix {key}")
+        if (not isinstance(k, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,127}", k)
+                or not isinstance(v, (str, int, float, bool)) or "\0" in str(v)):
+            shown = k if isinstance(k, str) and re.fullmatch(r"[A-Za-z0-9_]{1,20}", k) else validate.preview(k)
+            raise ProfileError(f"{source}: {key}.{shown} is not a NAME: value pair",
+                               f"fix {key} (names are letters, digits and _; values hold no NUL)")
         out[k] = str(v).lower() if isinstance(v, bool) else str(v)
     return out
 

@@ -60,3 +60,5 @@ def loads(text: str, source: str = "<jsonc>") -> Any:
     except json.JSONDecodeError as exc:
         raise ProfileError(f"{source}:{exc.lineno}:{exc.colno}: {exc.msg}",
                            "devcontainer.json is JSON with // and /* */ comments and trailing commas") from None
+    except RecursionError:  # json's decoder recurses per nesting level
+        raise ProfileError(f"{source}: nested too deeply", "devcontainer.json is a few levels of objects") from None

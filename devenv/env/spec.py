@@ -34,6 +34,11 @@ GPUS = f"{LABEL}.gpus"          # the host GPUs the container was given ("0,1"; 
 # 127.0.0.1 at the profile's preferred ports, or at free ones when those are taken.
 CONTAINER_PORTS = {"jupyter": 8888, "ssh": 22}
 NETWORK_OWN = "own"
+# The network of a request on podman where slirp4netns is installed: the container is on no bridge at all (its
+# own network namespace behind a user-mode stack), so no sibling container can route to it; the published
+# 127.0.0.1 ports reach it through slirp4netns's port handler. podman 4.3's CNI bridges forward between
+# networks (masqueraded as the gateway), so its own bridge would not keep siblings out (docs/environments.md).
+NETWORK_SLIRP = "slirp4netns"
 
 
 def owner() -> str:

@@ -17,7 +17,7 @@ import socket
 import sys
 from pathlib import Path
 
-from devenv.errors import ConnectError
+from devenv.errors import BadInput, ConnectError
 from devenv.remote.hostkeys import short_type
 from devenv.remote.sshconfig import DEFAULT_IDENTITIES, ResolvedTarget, local_home
 from devenv.remote.sshlib import paramiko
@@ -164,13 +164,18 @@ class _Attempt:
 def _identity_paths(target: ResolvedTarget, attempt: _Attempt) -> list[Path]:
     if target.identity_files:
         paths = [Path(p) for p in target.identity_files]
+        for p in paths:  # a FIFO would block the read forever, /dev/zero would fill the memory
+            for file in (p, _pub_of(p)):
+                if file.exists() and not file.is_file():
+                    raise BadInput(f"identity file {file} is not a regular file (a FIFO, a device or a folder)",
+                                   "point ssh.identity_file / IdentityFile at the private key file itself")
         usable = [p for p in paths if p.exists() or _pub_of(p).exists()]
         for p in paths:
             if p not in usable:
                 attempt.problems.append(f"identity file {p} does not exist")
         return usable
     home = local_home()  # the passwd home, as ssh takes it
-    return [p for p in (Path(home) / d.removeprefix("~/") for d in DEFAULT_IDENTITIES) if p.exists()]
+    return [p for p in (Path(home) / d.removeprefix("~/") for d in DEFAULT_IDENTITIES) if p.is_file()]
 
 
 def _pub_of(path: Path) -> Path:
@@ -236,6 +241,8 @@ def _certificates(target: ResolvedTarget, paths: list[Path]) -> dict[bytes, list
     files = [Path(p) for p in getattr(target, "certificate_files", ())]
     files += [p.with_name(p.name.removesuffix(".pub") + "-cert.pub") for p in paths]
     for file in dict.fromkeys(files):
+        if not file.is_file():  # missing, or a FIFO or device that a read would hang on
+            continue
         try:
             cert = paramiko.PublicBlob.from_file(str(file))
         except (OSError, ValueError, IndexError, UnicodeDecodeError):

@@ -83,6 +83,8 @@ def known_keys(hostname: str, port: int, path: Path | None = None, *, name: str 
     name = name or entry_name(hostname, port)
     found = []
     for file in files or [path or paths.known_hosts_path()]:
+        if not file.is_file():  # missing, or /dev/null (a common "keep nothing"), a FIFO, a device: no entries
+            continue
         try:
             lines = file.read_text(errors="replace").splitlines()
         except (FileNotFoundError, NotADirectoryError, PermissionError, IsADirectoryError):
@@ -211,6 +213,11 @@ def record(name: str, key_type: str, blob: bytes, path: Path, *, hashed: bool = 
         digest = hmac.new(salt, name.encode(), hashlib.sha1).digest()
         name = f"|1|{base64.b64encode(salt).decode()}|{base64.b64encode(digest).decode()}"
     line = f"{name} {key_type} {base64.b64encode(blob).decode()}\n"
+    if path.exists() and not path.is_file():  # /dev/null keeps nothing; a FIFO would block the write
+        if path == Path(os.devnull):
+            return
+        raise HostKeyError(f"cannot record the host key in {path}: not a regular file",
+                           "point UserKnownHostsFile / DEVENV_KNOWN_HOSTS at a known_hosts file")
     with _write_lock:
         if not path.parent.exists():
             path.parent.mkdir(parents=True, mode=0o700)
@@ -232,7 +239,11 @@ def _check_revoked_file(hop, label: str, presented: str, blobs: list[bytes]) -> 
     path = getattr(hop, "revoked_host_keys", None)
     if not path:
         return
+    if Path(path) == Path(os.devnull):
+        return
     try:
+        if Path(path).exists() and not Path(path).is_file():  # a FIFO or a device: a read would not end
+            raise OSError(0, "not a regular file")
         data = Path(path).read_bytes()
     except OSError as e:
         # OpenSSH refuses too: a revocation list it cannot read may be hiding a revoked key

@@ -74,6 +74,7 @@ class DockerRuntime:
         self.api = client.api
         self.host = host_name
         self.engine = engine or EngineInfo("docker", "?", "?")
+        self._slirp: bool | None = None  # podman's slirp4netns is installed (asked once)
         self.gpu_request = engines.gpu_request_kind(self.engine.name, gpu_devices)
 
     @classmethod
@@ -187,6 +188,20 @@ class DockerRuntime:
                       if _labels_match(v.get("Labels"), label_filters))
 
     # --- networks ------------------------------------------------------------------------------------
+
+    def bridgeless_network(self) -> str | None:
+        """envspec.NETWORK_SLIRP on podman with slirp4netns installed, else None (the environment gets a bridge
+        network of its own: on Docker that keeps siblings out; on podman's CNI it does not)."""
+        if self.engine.name != "podman":
+            return None
+        if self._slirp is None:
+            try:
+                response = self.api._get(f"{self.api.base_url}/v4.0.0/libpod/info", timeout=30)
+                info = self.api._result(response, json=True)
+                self._slirp = bool(((info.get("host") or {}).get("slirp4netns") or {}).get("executable"))
+            except (docker.errors.APIError, *_NETWORK_ERRORS, ValueError, AttributeError):
+                self._slirp = False
+        return envspec.NETWORK_SLIRP if self._slirp else None
 
     def ensure_network(self, name: str, labels: dict[str, str]) -> bool:
         """Create the bridge network unless one of that name exists; True when it was created. One of that
@@ -499,7 +514,10 @@ def podman_create_spec(req: envspec.ContainerRequest) -> dict:
         "init": True,
         "restart_policy": "unless-stopped",
     }
-    if req.network:
+    if req.network == envspec.NETWORK_SLIRP:  # on no bridge; the port handler connects from the host's side
+        spec["netns"] = {"nsmode": "slirp4netns"}
+        spec["network_options"] = {"slirp4netns": ["port_handler=slirp4netns", "allow_host_loopback=false"]}
+    elif req.network:
         spec["netns"] = {"nsmode": "bridge"}
         spec["Networks"] = {req.network: {}}
     if req.shm_size:

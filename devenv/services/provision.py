@@ -214,6 +214,11 @@ class Provisioner:
     def _ensure_network(self, env_name: str, events: Events) -> str:
         """The environment's own bridge network (found by its labels, else made): only the published ports
         reach its services, never a container on another network."""
+        bridgeless = getattr(self.runtime, "bridgeless_network", None)
+        mode = bridgeless() if callable(bridgeless) else None
+        if mode is not None:  # podman: on no bridge at all (a bridge of its own would not keep siblings out)
+            events.step(f"Network: {mode} (on no bridge: only the published 127.0.0.1 ports reach it)")
+            return mode
         labels = self._volume_labels(env_name, "network")
         mine = self.runtime.list_networks({k: labels[k] for k in (envspec.MANAGED, envspec.OWNER, envspec.ENV)})
         name = mine[0] if mine else envspec.network_name(self.owner, env_name)

@@ -92,9 +92,9 @@ class EnvUnderTest:
                                  f"stdout:\n{done.stdout}\nstderr:\n{done.stderr}")
         return done
 
-    def popen(self, *args: str) -> subprocess.Popen:
+    def popen(self, *args: str, stdin: int | None = None) -> subprocess.Popen:
         return subprocess.Popen([sys.executable, "-m", "devenv", *args], stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True, env=self.environ, cwd=REPO)
+                                stderr=subprocess.PIPE, text=True, env=self.environ, cwd=REPO, stdin=stdin)
 
     def containers(self) -> list[str]:
         out = docker("ps", "-a", "--filter", f"label=org.devenv.env={self.name}", "--format", "{{.Names}}").stdout

@@ -130,26 +130,56 @@ def podman_env(testhost, podman_slim_image, monkeypatch, tmp_path) -> PodmanEnv:
     env.remove_everything()
 
 
-def test_on_podman_the_environment_has_its_own_network_too(podman_env):
-    """The same code path on podman: its own labelled network, the published ports answer, `down` removes it.
-    (podman 4.3's CNI networks forward between bridges, masqueraded as the gateway: a sibling on podman's
-    default network still connects there, so this test claims the network, not the isolation; see
-    docs/environments.md.)"""
+# Run in a sibling container: whether each address:port gives a service's own answer (an SSH banner, or
+# Jupyter's HTTP reply), not merely a connect: a sandbox's egress may accept any connect to an outside address.
+_ANSWER_PROBE = """
+import socket, sys
+for target in sys.argv[1:]:
+    address, port = target.rsplit(":", 1)
+    s = socket.socket()
+    s.settimeout(5)
+    try:
+        s.connect((address, int(port)))
+        s.sendall(b"GET /api HTTP/1.0\\r\\n\\r\\n") if int(port) != 22 else None
+        data = s.recv(64)
+        print(target, "answers" if data.startswith((b"SSH-", b"HTTP/")) else "silent")
+    except OSError as exc:
+        print(target, "closed", type(exc).__name__)
+    finally:
+        s.close()
+"""
+
+
+def test_on_podman_a_sibling_cannot_reach_the_environment_but_the_published_ports_answer(podman_env):
+    """podman 4.3's CNI networks forward between bridges (masqueraded as the gateway), so a network of its own
+    would not keep a sibling out: where slirp4netns is installed the environment is on no bridge at all, and
+    only the ports published on the host's 127.0.0.1 reach it (slirp4netns's port handler)."""
     env = podman_env.name
     result = json.loads(podman_env.run("up", "testbox-podman", "--env", env, "--detach", "--json").stdout)
     ports = result["status"]["ports"]
     [name] = podman_env.containers()
-    own = envspec.network_name(OWNER, env)
     inspect = json.loads(podman("inspect", name, check=True).stdout)[0]
-    assert list(inspect["NetworkSettings"]["Networks"]) == [own]
-    assert podman_env.networks() == [own]
+    addresses = [n.get("IPAddress") for n in (inspect["NetworkSettings"].get("Networks") or {}).values()]
+    assert not any(addresses), addresses  # on no bridge: nothing a sibling could route to
+    assert podman_env.networks() == []
+    # a sibling on podman's default network: neither the container's ports nor the published ones answer,
+    # at any address of the environment or of the host it can reach
+    gateway = json.loads(podman("network", "inspect", "podman", check=True).stdout)[0]["subnets"][0]["gateway"]
+    targets = [f"{a}:{p}" for a in [gateway, *filter(None, addresses)]
+               for p in (8888, 22, ports["jupyter"], ports["ssh"])]
+    done = podman("run", "--rm", BASE_IMAGE, "python3", "-c", _ANSWER_PROBE, *targets)
+    assert done.returncode == 0, done.stderr
+    assert "answers" not in done.stdout, done.stdout
+    # the control: inside the environment's own network namespace both services answer
+    inside = podman("exec", name, "python3", "-c", _ANSWER_PROBE, "127.0.0.1:8888", "127.0.0.1:22")
+    assert inside.stdout.split() == ["127.0.0.1:8888", "answers", "127.0.0.1:22", "answers"], inside
     with urllib.request.urlopen(f"http://127.0.0.1:{ports['jupyter']}/api", timeout=30) as resp:
         assert "version" in json.load(resp)
     with socket.create_connection(("127.0.0.1", ports["ssh"]), timeout=30) as s:
         s.settimeout(30)
         assert s.recv(64).startswith(b"SSH-")
+    assert podman_env.run("exec", "testbox-podman", "--env", env, "--", "echo", "in").stdout.strip() == "in"
     again = json.loads(podman_env.run("up", "testbox-podman", "--env", env, "--detach", "--json").stdout)
-    assert again["action"] == "reattached" and podman_env.networks() == [own]
+    assert again["action"] == "reattached" and podman_env.networks() == []
     down = json.loads(podman_env.run("down", "testbox-podman", "--env", env, "--json").stdout)
-    assert down["networks"] == [own]
-    assert podman_env.networks() == []
+    assert down.get("networks", []) == [] and podman_env.containers() == []
