@@ -43,3 +43,26 @@ def test_bad_build_inputs_are_reported_before_any_host_work(tmp_path):
 def test_logs_tail_must_be_a_number():
     result = run("logs", "local", "--tail", "lots")
     assert result.exit_code == 2 and "--tail" in result.output
+
+
+def parsed(name: str, *args: str) -> dict:
+    import click
+
+    command = main.get_command(click.Context(main), name)
+    assert command is not None
+    with command.make_context(name, list(args)) as ctx:
+        return ctx.params
+
+
+def test_the_users_command_keeps_its_own_options():
+    """COMMAND's words are never devenv's options: click used to take -t (a tty) and -h (help, exit 0) out of
+    `ls -th`, and bundle `-oPath=x` into -t and -h the same way."""
+    assert parsed("exec", "box", "ls", "-th") == {"host": "box", "env": None, "accept_new_host": False, "tty": False,
+                                                  "command": ("ls", "-th")}
+    assert parsed("exec", "-t", "box", "top", "-h")["command"] == ("top", "-h")
+    assert parsed("exec", "box", "-t", "--", "vim", "-t")["tty"] is True
+    assert parsed("exec", "--env", "e", "box", "--", "ls")["command"] in (("ls",), ("--", "ls"))
+    assert parsed("ssh", "box", "-N")["command"] in (("-N",), ("--", "-N"))
+    result = run("exec", "-oPath=x", "--", "ls")
+    assert result.exit_code == 2 and "'-oPath=x' is not an option of `devenv exec`" in result.output
+    assert run("ssh", "-oProxyCommand=touch /tmp/x", "box").exit_code == 2

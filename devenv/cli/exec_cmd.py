@@ -8,10 +8,11 @@ import click
 
 from devenv.cli import main
 from devenv.cli.common import EXIT_FAILED, accept_new_host_option, env_option, host_names, per_host, worst_exit_code
+from devenv.cli.params import PassThroughCommand
 from devenv.services.session import open_env
 
 
-@main.command(context_settings={"ignore_unknown_options": True})
+@main.command(cls=PassThroughCommand, context_settings={"ignore_unknown_options": True})
 @click.argument("host")
 @env_option
 @accept_new_host_option

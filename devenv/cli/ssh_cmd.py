@@ -16,6 +16,7 @@ import click
 
 from devenv.cli import main
 from devenv.cli.common import accept_new_host_option, env_option, load_host
+from devenv.cli.params import PassThroughCommand
 from devenv.config import paths
 from devenv.errors import DevenvError
 from devenv.remote import openssh
@@ -24,7 +25,7 @@ from devenv.services.session import open_env
 from devenv.services.ssh_entry import ssh_files
 
 
-@main.command(context_settings={"ignore_unknown_options": True})
+@main.command(cls=PassThroughCommand, context_settings={"ignore_unknown_options": True})
 @click.argument("host")
 @env_option
 @accept_new_host_option
