@@ -64,3 +64,29 @@ def test_a_python_that_does_not_run_is_named(monkeypatch, tmp_path):
         files.prepare_in_one("me-env", "~/ws", "a" * 48, _FACTS, {}, lambda facts: None)
     assert "python:" in (caught.value.hint or "")
     assert not (tmp_path / ".devenv").exists()
+
+
+def test_a_job_found_running_keeps_its_jupyters_token_or_says_there_is_none():
+    """The files' round trip now runs beside the job lookup: a token it had to write anew (none was there) is
+    not the running Jupyter's, so reattaching with it would hand out a URL that answers 403."""
+    from types import SimpleNamespace
+
+    from devenv.env import state as envstate
+    from devenv.runtimes.host_runtime import PreparedFiles
+    from devenv.services.slurm_env import _Background
+
+    fake = SimpleNamespace(host=SimpleNamespace(name="cl"), _token=lambda env: "from-the-file")
+    kept = "k" * 40
+    found = _Background(lambda: PreparedFiles({}, kept, "/home/u"))
+    assert SlurmEnvironments._reattach_token(fake, "e", found, "f" * 40) == kept   # type: ignore[arg-type]
+    written = _Background(lambda: PreparedFiles({}, "f" * 40, "/home/u"))
+    with pytest.raises(DevenvError, match="no Jupyter token for 'e' on cl"):
+        SlurmEnvironments._reattach_token(fake, "e", written, "f" * 40)   # type: ignore[arg-type]
+
+    def python_check_failed():
+        raise DevenvError("no jupyterlab", "install it")
+
+    failed = _Background(python_check_failed)
+    assert SlurmEnvironments._reattach_token(fake, "e", failed, "f" * 40) == "from-the-file"  # type: ignore[arg-type]
+    envstate.update("cl", "e", token="c" * 40)
+    assert SlurmEnvironments._reattach_token(fake, "e", written, "f" * 40) == "c" * 40   # type: ignore[arg-type]

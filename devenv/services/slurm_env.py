@@ -53,6 +53,7 @@ from devenv.services.backend import (
 if TYPE_CHECKING:
     from devenv.remote.base import Connection, Result
     from devenv.remote.envkey import EnvKey
+    from devenv.runtimes.host_runtime import PreparedFiles
 
 LIVE = ("pending", "running", "ending")
 _T = TypeVar("_T")
@@ -191,31 +192,39 @@ class SlurmEnvironments:
         env_key = self.key(env.name)
         spec = self.spec(env)
         spec_hash = envspec.spec_hash(spec)
-        job = self.job_of(env.name)
+        # The python check and the env's files are one round trip, run while devenv looks for the env's job and
+        # while the preflight runs (its own batch): nothing in either depends on the others, and sbatch waits
+        # for all. A valid token there is kept, so a job found running keeps the token its Jupyter has.
+        fresh = jupyter.new_token()
+        prepared = _Background(lambda: self.files.prepare_in_one(
+            env_key, self.files.workspace(env.name), fresh, _FACTS,
+            {"launch.py": slurm_job.LAUNCHER.encode()}, self._need_jupyterlab))
+        try:
+            job = self.job_of(env.name)
+        except BaseException:
+            prepared.wait()
+            raise
         action = "created"
         if job is not None and job.phase in LIVE:
             same = (job.comment or "") == f"devenv:{spec_hash}"
             if same and job.phase != "ending":
                 events.step(f"Found job {job.job_id} ({job.state.lower()}) for '{env.name}' on {self.host.name}")
+                token = self._reattach_token(env.name, prepared, fresh)
                 job = self._wait_start(env.name, job.job_id, events)
                 state = self._wait_ready(env.name, job, events, ready_timeout)
-                return self._up_result(env.name, job, state, "reattached", self._token(env.name), started)
+                return self._up_result(env.name, job, state, "reattached", token, started)
             if not same:
                 question = (f"Job {job.job_id} for '{env.name}' on {self.host.name} runs with another spec. "
                             f"Cancel it and submit a new one?")
                 diff = [f"spec hash: {(job.comment or '?').removeprefix('devenv:')[:12]} -> {spec_hash[:12]}"]
                 if not (assume_yes or events.confirm(question, diff)):
+                    prepared.wait()
                     raise DevenvError(f"job {job.job_id} for '{env.name}' differs from the profile and was left "
                                       f"running", "run `devenv up --yes` to replace it (the workspace is kept)")
                 action = "recreated"
             events.step(f"Cancelling job {job.job_id}")
             self.slurm.cancel(job.job_id)
 
-        # The python check and the env's files are one round trip, run while the preflight runs (its own
-        # batch): nothing in either depends on the other, and sbatch waits for both.
-        prepared = _Background(lambda: self.files.prepare_in_one(
-            env_key, self.files.workspace(env.name), jupyter.new_token(), _FACTS,
-            {"launch.py": slurm_job.LAUNCHER.encode()}, self._need_jupyterlab))
         try:
             preflight(self.check, self.host, env, events)
         except BaseException:
@@ -394,6 +403,23 @@ class SlurmEnvironments:
                 self.slurm.cancel(job_id)
         except Exception:  # noqa: BLE001 (cleaning up on the way out of another error: that error is the news)
             pass
+
+    def _reattach_token(self, env_name: str, prepared: _Background[PreparedFiles], fresh: str) -> str:
+        """The running Jupyter's token: the one devenv keeps, else the one the files' round trip found there. One
+        that round trip had to write anew (there was none) is not that Jupyter's: that is the error _token
+        gives, as before the files were written beside the job lookup."""
+        cached = envstate.load(self.host.name, env_name).get("token")
+        if cached:
+            prepared.wait()
+            return str(cached)
+        try:
+            files = prepared.result()
+        except DevenvError:       # the python check failed, nothing was written: the token file says
+            return self._token(env_name)
+        if files.token == fresh:
+            raise DevenvError(f"no Jupyter token for '{env_name}' on {self.host.name}",
+                              f"restart it: `devenv down {self.host.name}` then `devenv up {self.host.name}`")
+        return files.token
 
     def _token(self, env_name: str) -> str:
         cached = envstate.load(self.host.name, env_name).get("token")
