@@ -73,19 +73,22 @@ def write_private(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def read_user_file(path: Path, what: str, limit: int = MAX_USER_FILE) -> bytes | None:
-    """The bytes of a file the user keeps (their ssh config): None when it does not exist; BadInput (exit 2)
-    when it is a FIFO, a device or a folder (a read would hang, never end, or fail) or larger than limit."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        raise BadInput(f"cannot read {what} {path}: {exc.strerror}", "check the file and its permissions") from None
+class NotRegularFile(Exception):
+    """A FIFO, a device or a folder where a file was expected (a read would hang, never end, or fail)."""
+
+
+class FileTooLarge(Exception):
+    """More bytes than the reader's limit."""
+
+
+def read_regular_file(path: Path, limit: int) -> bytes:
+    """The bytes of a regular file of at most `limit` bytes, opened without blocking on a FIFO and checked on the
+    open descriptor (no race with a swapped link). Raises NotRegularFile, FileTooLarge, or the OSError of the
+    open or read (FileNotFoundError included): each caller words them for its kind of file."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise BadInput(f"{what} {path} is not a regular file (a FIFO, a device or a folder)",
-                           "point it at the file itself")
+            raise NotRegularFile(str(path))
         chunks, size = [], 0
         while size <= limit:
             chunk = os.read(fd, limit + 1 - size)
@@ -93,10 +96,24 @@ def read_user_file(path: Path, what: str, limit: int = MAX_USER_FILE) -> bytes |
                 break
             chunks.append(chunk)
             size += len(chunk)
-    except OSError as exc:
-        raise BadInput(f"cannot read {what} {path}: {exc.strerror}", "check the file and its permissions") from None
     finally:
         os.close(fd)
     if size > limit:
-        raise BadInput(f"{what} {path} is larger than {limit // 1024} KiB", "point it at the file itself")
+        raise FileTooLarge(str(path))
     return b"".join(chunks)
+
+
+def read_user_file(path: Path, what: str, limit: int = MAX_USER_FILE) -> bytes | None:
+    """The bytes of a file the user keeps (their ssh config): None when it does not exist; BadInput (exit 2)
+    when it is a FIFO, a device or a folder (a read would hang, never end, or fail) or larger than limit."""
+    try:
+        return read_regular_file(path, limit)
+    except FileNotFoundError:
+        return None
+    except NotRegularFile:
+        raise BadInput(f"{what} {path} is not a regular file (a FIFO, a device or a folder)",
+                       "point it at the file itself") from None
+    except FileTooLarge:
+        raise BadInput(f"{what} {path} is larger than {limit // 1024} KiB", "point it at the file itself") from None
+    except OSError as exc:
+        raise BadInput(f"cannot read {what} {path}: {exc.strerror}", "check the file and its permissions") from None

@@ -6,9 +6,7 @@ config dir). Validation walks the YAML node tree, so every error names the file,
 
 from __future__ import annotations
 
-import os
 import re
-import stat
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from enum import Enum
@@ -664,25 +662,14 @@ def _load(kind: str, name: str, parse: Callable):
 def read_text(path: Path) -> str:
     """A profile's text: a regular file (never a FIFO or a device), at most MAX_FILE_BYTES, UTF-8."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
+        data = paths.read_regular_file(path, MAX_FILE_BYTES)
+    except paths.NotRegularFile:
+        raise ProfileError(f"{path}: not a regular file (a FIFO, a device or a folder)",
+                           "a profile is a .yaml file; replace the link or pipe with the file itself") from None
+    except paths.FileTooLarge:
+        raise ProfileError(f"{path}: larger than {MAX_FILE_BYTES // 1024} KiB", "a profile is a small YAML file") from None
     except OSError as exc:
         raise ProfileError(f"cannot read {path}: {exc.strerror}", "check the file's permissions") from None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise ProfileError(f"{path}: not a regular file (a FIFO, a device or a folder)",
-                               "a profile is a .yaml file; replace the link or pipe with the file itself")
-        data = os.read(fd, MAX_FILE_BYTES + 1)
-        while len(data) <= MAX_FILE_BYTES:
-            more = os.read(fd, MAX_FILE_BYTES + 1 - len(data))
-            if not more:
-                break
-            data += more
-    except OSError as exc:
-        raise ProfileError(f"cannot read {path}: {exc.strerror}", "check the file's permissions") from None
-    finally:
-        os.close(fd)
-    if len(data) > MAX_FILE_BYTES:
-        raise ProfileError(f"{path}: larger than {MAX_FILE_BYTES // 1024} KiB", "a profile is a small YAML file")
     return decode(data, str(path))
 
 
