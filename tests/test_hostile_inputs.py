@@ -7,6 +7,7 @@ import os
 import shutil
 from pathlib import Path
 
+import not_a_file
 import pytest
 from click.testing import CliRunner
 
@@ -304,17 +305,11 @@ def test_devcontainer_errors_show_no_control_characters_or_long_names():
     assert devcontainer.parse('{"image": "x", "forwardPorts": [true, 6006]}', "dc.json").forward_ports == (6006,)
 
 
-@pytest.mark.parametrize("kind", ["fifo", "device", "folder"])
+@pytest.mark.parametrize("kind", not_a_file.KINDS)
 def test_an_ssh_config_that_is_no_regular_file_is_exit_2_not_a_hang(isolated_home, monkeypatch, tmp_path, kind):
     """`ssh-config install/show/uninstall` read the user's ssh config: a FIFO hung, /dev/zero never ended and a
     folder was exit 70."""
-    path = tmp_path / "config"
-    if kind == "fifo":
-        os.mkfifo(path)
-    elif kind == "device":
-        path.symlink_to("/dev/zero")
-    else:
-        path.mkdir()
+    path = not_a_file.make(tmp_path / "config", kind)
     monkeypatch.setenv("DEVENV_SSH_CONFIG", str(path))
     for args in (["ssh-config", "install", "--yes"], ["ssh-config", "show"], ["ssh-config", "uninstall"]):
         result = cli(*args)

@@ -16,6 +16,7 @@ import sys
 import threading
 import time
 
+import not_a_file
 import pytest
 from sshd_fixture import SSHD, SSHAgent, find_processes, free_port, make_key
 
@@ -595,16 +596,10 @@ def test_debug_log_names_each_command_its_exit_and_duration_and_each_reconnect(s
     assert any(line.endswith(": echo two") for line in lines), lines
 
 
-@pytest.mark.parametrize("kind", ["fifo", "device", "folder"])
+@pytest.mark.parametrize("kind", not_a_file.KINDS)
 def test_an_identity_file_that_is_no_regular_file_is_bad_input_not_a_hang(tmp_path, server, key, kind):
     """A FIFO would block the key's read forever, /dev/zero would fill the memory (issue 14)."""
-    path = tmp_path / "not-a-key"
-    if kind == "fifo":
-        os.mkfifo(path)
-    elif kind == "device":
-        path.symlink_to("/dev/zero")
-    else:
-        path.mkdir()
+    path = not_a_file.make(tmp_path / "not-a-key", kind)
     trust(server)
     with pytest.raises(DevenvError) as err, SSHConnection(target(server, key, identity_file=str(path))) as conn:
         conn.run("true")
