@@ -374,23 +374,30 @@ def test_hashed_known_hosts_with_an_upper_case_hostname(lab, case_dir):
         """, "kh-d", expect=True)
 
 
-def test_accept_new_in_the_users_config_records_the_key(lab, case_dir):
-    for side in ("ssh", "devenv"):  # each starts from an empty file; each must record the same line
+def accept_new_on_both_sides(lab, case_dir, alias: str, extra: str = "") -> str:
+    """ssh, then devenv, each from an empty known_hosts of its own (kh-ssh, kh-devenv), connect under
+    `StrictHostKeyChecking accept-new`; returns the config's template (KH stands for the known_hosts path)."""
+    for side in ("ssh", "devenv"):
         (case_dir / f"kh-{side}").write_text("")
     cfg = case_dir / "config"
-    template = lab.fmt("""
-        Host kh-f
+    template = lab.fmt(f"""
+        Host {alias}
           HostName 127.0.0.1
-          Port {a_port}
+          Port {{a_port}}
           User root
-          IdentityFile {key_main}
+          IdentityFile {{key_main}}
           UserKnownHostsFile KH
           StrictHostKeyChecking accept-new
-        """)
+        """ + extra)
     cfg.write_text(template.replace("KH", str(case_dir / "kh-ssh")))
-    assert ssh_outcome(cfg, "kh-f")[0]
+    assert ssh_outcome(cfg, alias)[0]
     cfg.write_text(template.replace("KH", str(case_dir / "kh-devenv")))
-    assert devenv_outcome("kh-f") == (True, None)
+    assert devenv_outcome(alias) == (True, None)
+    return template
+
+
+def test_accept_new_in_the_users_config_records_the_key(lab, case_dir):
+    accept_new_on_both_sides(lab, case_dir, "kh-f")   # each must record the same line
     blob = lab.servers["a"].host_key_pub.read_text().split()[1]
     for side in ("ssh", "devenv"):
         assert blob in (case_dir / f"kh-{side}").read_text()
@@ -963,23 +970,8 @@ def test_identityfile_several_times_the_second_is_accepted(lab, case_dir):
 
 
 def test_hashknownhosts_accept_new_records_hashed_entries_on_both_sides(lab, case_dir):
-    for side in ("ssh", "devenv"):
-        (case_dir / f"kh-{side}").write_text("")
+    template = accept_new_on_both_sides(lab, case_dir, "hk", "  HashKnownHosts yes\n")
     cfg = case_dir / "config"
-    template = lab.fmt("""
-        Host hk
-          HostName 127.0.0.1
-          Port {a_port}
-          User root
-          IdentityFile {key_main}
-          UserKnownHostsFile KH
-          StrictHostKeyChecking accept-new
-          HashKnownHosts yes
-        """)
-    cfg.write_text(template.replace("KH", str(case_dir / "kh-ssh")))
-    assert ssh_outcome(cfg, "hk")[0]
-    cfg.write_text(template.replace("KH", str(case_dir / "kh-devenv")))
-    assert devenv_outcome("hk") == (True, None)
     for side in ("ssh", "devenv"):
         text = (case_dir / f"kh-{side}").read_text()
         assert text.startswith("|1|") and f"127.0.0.1]:{lab.servers['a'].port}" not in text
