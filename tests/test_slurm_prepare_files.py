@@ -73,20 +73,20 @@ def test_a_job_found_running_keeps_its_jupyters_token_or_says_there_is_none():
 
     from devenv.env import state as envstate
     from devenv.runtimes.host_runtime import PreparedFiles
-    from devenv.services.slurm_env import _Background
+    from devenv.services.background import Background
 
     fake = SimpleNamespace(host=SimpleNamespace(name="cl"), _token=lambda env: "from-the-file")
     kept = "k" * 40
-    found = _Background(lambda: PreparedFiles({}, kept, "/home/u"))
+    found = Background(lambda: PreparedFiles({}, kept, "/home/u"), "test")
     assert SlurmEnvironments._reattach_token(fake, "e", found, "f" * 40) == kept   # type: ignore[arg-type]
-    written = _Background(lambda: PreparedFiles({}, "f" * 40, "/home/u"))
+    written = Background(lambda: PreparedFiles({}, "f" * 40, "/home/u"), "test")
     with pytest.raises(DevenvError, match="no Jupyter token for 'e' on cl"):
         SlurmEnvironments._reattach_token(fake, "e", written, "f" * 40)   # type: ignore[arg-type]
 
     def python_check_failed():
         raise DevenvError("no jupyterlab", "install it")
 
-    failed = _Background(python_check_failed)
+    failed = Background(python_check_failed, "test")
     assert SlurmEnvironments._reattach_token(fake, "e", failed, "f" * 40) == "from-the-file"  # type: ignore[arg-type]
     envstate.update("cl", "e", token="c" * 40)
     assert SlurmEnvironments._reattach_token(fake, "e", written, "f" * 40) == "c" * 40   # type: ignore[arg-type]

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import threading
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from functools import cached_property
@@ -39,6 +38,7 @@ from devenv.services.backend import (
     UpResult,
 )
 from devenv.services.backends import open_backend, settle, traits_of
+from devenv.services.background import Background
 
 
 class Tunnel(Protocol):
@@ -66,7 +66,8 @@ class EnvSession:
         self._env_name = env_name
         self._backend: EnvironmentBackend | None = None
         self._allow_busy = False          # the preflight of this `up`: busy GPUs allowed
-        self._early_check: _Background | None = None   # the preflight, started before `up` asked for it
+        # the preflight, started before `up` asked for it, with the env it checks
+        self._early_check: tuple[EnvProfile, Background[CheckReport]] | None = None
 
     # --- what the session resolves, each when first asked -------------------------------------------------
 
@@ -116,8 +117,8 @@ class EnvSession:
     def _preflight(self, env: EnvProfile) -> CheckReport:
         """The check `up` runs before it makes anything (the one started early, when it was)."""
         early, self._early_check = self._early_check, None
-        if early is not None and early.env == env:
-            return early.result()
+        if early is not None and early[0] == env:
+            return early[1].result()
         return self._run_preflight(env, self.host, self._allow_busy)
 
     def _run_preflight(self, env: EnvProfile, host: HostProfile, allow_busy: bool) -> CheckReport:
@@ -141,7 +142,7 @@ class EnvSession:
         if not self.traits.containers or envstate.load(self.profile.name, self.env.name).get("container"):
             return  # only container environments were measured to gain (a job's state names no container)
         host, env, allow_busy = self.host, self.env, self._allow_busy
-        self._early_check = _Background(env, lambda: self._run_preflight(env, host, allow_busy))
+        self._early_check = env, Background(lambda: self._run_preflight(env, host, allow_busy), "devenv-early-check")
 
     def up(self, options: UpOptions | None = None) -> UpResult:
         """Make or reattach the environment; its ssh entry is written when it runs its own sshd."""
@@ -248,31 +249,6 @@ class EnvSession:
     def build_image(self, inputs: BuildInputs, progress: Callable[[ProgressEvent], None]) -> ImageInfo:
         """The environment's image, built on the host from the bundled Dockerfile."""
         return self.backend.build_image(self.env, inputs, progress)
-
-
-class _Background:
-    """A check running in a daemon thread (an interrupted command does not wait for it); result() joins it and
-    returns its report or raises what it raised."""
-
-    def __init__(self, env: EnvProfile, work: Callable[[], CheckReport]):
-        self.env = env
-        self._report: CheckReport | None = None
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, args=(work,), name="devenv-early-check", daemon=True)
-        self._thread.start()
-
-    def _run(self, work: Callable[[], CheckReport]) -> None:
-        try:
-            self._report = work()
-        except BaseException as exc:  # handed to whoever asks for the report
-            self._error = exc
-
-    def result(self) -> CheckReport:
-        self._thread.join()
-        if self._error is not None:
-            raise self._error
-        assert self._report is not None
-        return self._report
 
 
 @contextlib.contextmanager

@@ -18,10 +18,9 @@ from __future__ import annotations
 
 import json
 import shlex
-import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Generic, TypeVar
+from typing import TYPE_CHECKING
 
 from devenv.cluster import slurm_job
 from devenv.cluster.errors import JobEnded, JobRejected, QueueTimeout
@@ -49,6 +48,7 @@ from devenv.services.backend import (
     no_images,
     preflight,
 )
+from devenv.services.background import Background
 
 if TYPE_CHECKING:
     from devenv.remote.base import Connection, Result
@@ -56,7 +56,6 @@ if TYPE_CHECKING:
     from devenv.runtimes.host_runtime import PreparedFiles
 
 LIVE = ("pending", "running", "ending")
-_T = TypeVar("_T")
 
 _PROBE = jupyter_scripts.PROBE
 
@@ -196,9 +195,9 @@ class SlurmEnvironments:
         # while the preflight runs (its own batch): nothing in either depends on the others, and sbatch waits
         # for all. A valid token there is kept, so a job found running keeps the token its Jupyter has.
         fresh = jupyter.new_token()
-        prepared = _Background(lambda: self.files.prepare_in_one(
+        prepared = Background(lambda: self.files.prepare_in_one(
             env_key, self.files.workspace(env.name), fresh, _FACTS,
-            {"launch.py": slurm_job.LAUNCHER.encode()}, self._need_jupyterlab))
+            {"launch.py": slurm_job.LAUNCHER.encode()}, self._need_jupyterlab), "devenv-slurm-prepare")
         try:
             job = self.job_of(env.name)
         except BaseException:
@@ -404,7 +403,7 @@ class SlurmEnvironments:
         except Exception:  # noqa: BLE001 (cleaning up on the way out of another error: that error is the news)
             pass
 
-    def _reattach_token(self, env_name: str, prepared: _Background[PreparedFiles], fresh: str) -> str:
+    def _reattach_token(self, env_name: str, prepared: Background[PreparedFiles], fresh: str) -> str:
         """The running Jupyter's token: the one devenv keeps, else the one the files' round trip found there. One
         that round trip had to write anew (there was none) is not that Jupyter's: that is the error _token
         gives, as before the files were written beside the job lookup."""
@@ -503,33 +502,6 @@ class SlurmEnvironments:
         if not hasattr(self, "_home_dir"):
             self._home_dir = self.conn.run('printf %s "$HOME"', check=True, timeout=30).stdout.strip()
         return self._home_dir + path[1:]
-
-
-class _Background(Generic[_T]):
-    """fn() on a thread; result() joins it and returns its value or raises its exception (a KeyboardInterrupt
-    in the caller still joins: the work is one bounded round trip)."""
-
-    def __init__(self, fn: Callable[[], _T]):
-        self._value: list[_T] = []
-        self._error: list[BaseException] = []
-
-        def run() -> None:
-            try:
-                self._value.append(fn())
-            except BaseException as exc:  # noqa: BLE001 (handed to the caller, who raises it)
-                self._error.append(exc)
-
-        self._thread = threading.Thread(target=run, name="devenv-slurm-prepare", daemon=True)
-        self._thread.start()
-
-    def wait(self) -> None:
-        self._thread.join()
-
-    def result(self) -> _T:
-        self._thread.join()
-        if self._error:
-            raise self._error[0]
-        return self._value[0]
 
 
 def _describe(s: SlurmSettings) -> str:
