@@ -76,6 +76,7 @@ def test_a_job_found_running_keeps_its_jupyters_token_or_says_there_is_none():
     from devenv.services.background import Background
 
     fake = SimpleNamespace(host=SimpleNamespace(name="cl"), _token=lambda env: "from-the-file")
+    fake._no_token = lambda env: SlurmEnvironments._no_token(fake, env)  # type: ignore[arg-type]
     kept = "k" * 40
     found = Background(lambda: PreparedFiles({}, kept, "/home/u"), "test")
     assert SlurmEnvironments._reattach_token(fake, "e", found, "f" * 40) == kept   # type: ignore[arg-type]

@@ -416,17 +416,19 @@ class SlurmEnvironments:
         except DevenvError:       # the python check failed, nothing was written: the token file says
             return self._token(env_name)
         if files.token == fresh:
-            raise DevenvError(f"no Jupyter token for '{env_name}' on {self.host.name}",
-                              f"restart it: `devenv down {self.host.name}` then `devenv up {self.host.name}`")
+            raise self._no_token(env_name)
         return files.token
 
     def _token(self, env_name: str) -> str:
         cached = envstate.load(self.host.name, env_name).get("token")
         token = cached or self.files.read_token(self.key(env_name))
         if not token:
-            raise DevenvError(f"no Jupyter token for '{env_name}' on {self.host.name}",
-                              f"restart it: `devenv down {self.host.name}` then `devenv up {self.host.name}`")
+            raise self._no_token(env_name)
         return token
+
+    def _no_token(self, env_name: str) -> DevenvError:
+        return DevenvError(f"no Jupyter token for '{env_name}' on {self.host.name}",
+                           f"restart it: `devenv down {self.host.name}` then `devenv up {self.host.name}`")
 
     def running(self, env_name: str) -> tuple[EnvStatus, Job, dict]:
         job = self.job_of(env_name)
