@@ -297,3 +297,51 @@ def test_exec_runs_as_the_environments_user_and_its_container_knows_it():
     backend(plain).up(ENV, Key(), events=Recorder(), options=UpOptions())
     backend(plain).exec("py", ["whoami"])
     assert plain.exec_users == [""]          # root: the request is the same as before users existed
+
+
+def test_on_a_slurm_cluster_the_login_nodes_check_starts_beside_the_job_lookup(monkeypatch):
+    """`up CLUSTER` with no job known here: the preflight batch (partitions, GRES, limits) runs on its own thread
+    while the backend looks for the env's job and writes its files, instead of after the lookup; a job this
+    laptop recorded (a re-`up`) is looked up first, as before, and the check runs where the backend asks."""
+    import threading
+
+    from devenv.env import state as envstate
+    from devenv.services import cluster_check
+    from devenv.services.slurm_env import SlurmEnvironments
+
+    cluster = HostProfile(name="memcluster", source="test", local=True, runtime="slurm")
+    seen: list[str] = []
+
+    def run_cluster_preflight(conn, host, env):
+        seen.append(threading.current_thread().name)
+        return CheckReport(host.name, env.name, [CheckResult("slurm.version", "Slurm", PASS, "22.05")])
+
+    class Backend:
+        """Stands in for SlurmEnvironments: its up() looks for the job, then asks its preflight, as the real one."""
+        traits = SlurmEnvironments.traits
+        host = cluster
+
+        def __init__(self, check):
+            self.check = check
+
+        def up(self, env, key, *, events, options):
+            seen.append("lookup")
+            events.checked(self.check(env))
+            return "up"
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(cluster_check, "run_cluster_preflight", run_cluster_preflight)
+    for recorded, expected in ((None, {"devenv-early-check", "lookup"}), ("12", {"lookup", "MainThread"})):
+        seen.clear()
+        envstate.forget(cluster.name, ENV.name)
+        if recorded:
+            envstate.update(cluster.name, ENV.name, container=recorded)
+        events = Recorder()
+        session = EnvSession(cluster, LocalConnection(cluster.name), events=events)
+        session.env = ENV
+        session._backend = Backend(session._preflight)  # type: ignore[assignment]
+        session.up(UpOptions(pick_gpus=lambda *a: None))
+        assert set(seen) == expected and len(seen) == 2
+        assert [r.ok for r in events.reports] == [True]

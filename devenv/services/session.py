@@ -139,8 +139,10 @@ class EnvSession:
         environment after all, nothing waits for the check and its answer is dropped."""
         from devenv.env import state as envstate
 
-        if not self.traits.containers or envstate.load(self.profile.name, self.env.name).get("container"):
-            return  # only container environments were measured to gain (a job's state names no container)
+        traits = self.traits
+        if not (traits.containers or traits.scheduled) or envstate.load(self.profile.name, self.env.name).get(
+                "container"):
+            return  # measured to gain for containers and Slurm jobs (the login node's batch beside the job lookup)
         host, env, allow_busy = self.host, self.env, self._allow_busy
         self._early_check = env, Background(lambda: self._run_preflight(env, host, allow_busy), "devenv-early-check")
 
