@@ -6,8 +6,8 @@ Each timing runs from the start until a Jupyter URL on THIS machine answers an a
   devenv CLI  `devenv up CLUSTER` as a user runs it (a new process: imports, the preflight on the login node,
            the python check, files with the 0600 token, sbatch, bounded wait, Jupyter probed on the node, the
            srun --overlap relay tunnel it holds), until the URL it prints answers.
-  devenv service  the same at the SERVICE level, in this process: SlurmEnvironments.up() (no preflight) +
-           the relay tunnel, then the URL (what the first measurement, before the CLI was wired, timed).
+  devenv service  the same at the SERVICE level, in this process: SlurmEnvironments.up() (no preflight; with
+           relay_ahead, as the CLI's held `up`) + the relay tunnel, then the URL.
   manual   what a user does by hand: ssh + sbatch a script that starts Jupyter on the node (token on its command
            line), poll `squeue` over ssh until RUNNING, `ssh -N -L` through the login node to the node's address
            (scontrol NodeAddr), poll the URL.
@@ -62,18 +62,21 @@ def devenv_once(python: str) -> float:
     from devenv.remote.tunnels import Forward
     from devenv.runtimes.host_runtime import HostRuntime
     from devenv.schedulers.slurm import Slurm
+    from devenv.services.backend import UpOptions
     from devenv.services.slurm_env import SlurmEnvironments
 
     started = time.monotonic()
     host = hostref.load_host("benchcluster")
     conn = get_connection(host)
     svc = SlurmEnvironments(host, conn, Slurm(conn, host.name), HostRuntime(conn, host))
-    svc.up(load_env(ENV_NAME))
-    status, token, command, watch = svc.jupyter_relay(ENV_NAME)
-    forward = Forward("jupyter", "127.0.0.1", status.ports["jupyter"], free_port())
-    tunnel = CommandTunnel(conn, [forward], lambda f: command(), watch=watch)
+    access = svc.up(load_env(ENV_NAME), options=UpOptions(relay_ahead=True)).jupyter  # as the CLI's held `up`
+    assert access is not None and access.relay is not None
+    relay = access.relay
+    forward = Forward("jupyter", "127.0.0.1", access.port, free_port())
+    tunnel = CommandTunnel(conn, [forward], lambda f: relay, watch=access.ended,
+                           spares={"jupyter": access.spare} if access.spare is not None else None)
     try:
-        wait_answering(f"http://127.0.0.1:{forward.local_port}/api/status", token)
+        wait_answering(f"http://127.0.0.1:{forward.local_port}/api/status", access.token)
         elapsed = time.monotonic() - started
     finally:
         tunnel.close()

@@ -94,3 +94,76 @@ def test_relay_is_one_task_on_one_node_of_the_job():
         slurm_job.relay_command("12;id", "node7", "python3", 8888)
     with pytest.raises(SettingError):
         slurm_job.relay_command("12", "-w", "python3", 8888)
+
+
+def _relay(*args: str):
+    import subprocess
+    import sys
+
+    return subprocess.Popen([sys.executable, "-u", "-c", slurm_job.RELAY, *args], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def _echo_server(port: int = 0):
+    """A one-connection server on 127.0.0.1 answering each chunk with 'echo:' + it; (port, thread)."""
+    import socket
+    import threading
+
+    listener = socket.create_server(("127.0.0.1", port))
+
+    def serve():
+        conn, _ = listener.accept()
+        with conn:
+            while data := conn.recv(1024):
+                conn.sendall(b"echo:" + data)
+        listener.close()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    return listener.getsockname()[1], thread
+
+
+def test_the_early_relay_waits_for_the_launchers_port_then_relays(tmp_path):
+    """Started before Jupyter listens (the job's first relay, while `up` waits): no state file yet, then a port
+    that does not answer yet; it keeps trying and carries bytes once the server is there."""
+    import json
+    import socket
+    import time
+
+    state = tmp_path / "job-7.json"
+    relay = _relay("0", "30", str(state))
+    time.sleep(0.3)
+    assert relay.poll() is None                        # no state file yet: still waiting
+    with socket.socket() as probe:                     # a port nobody listens on yet
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    (tmp_path / "job-7.json.tmp").write_text(json.dumps({"port": port}))
+    (tmp_path / "job-7.json.tmp").replace(state)
+    time.sleep(0.3)
+    assert relay.poll() is None                        # refused: still waiting
+    _echo_server(port)
+    out, err = relay.communicate(b"hello", timeout=30)
+    assert out == b"echo:hello" and relay.returncode == 0, err
+
+
+def test_the_plain_relay_still_fails_at_once_when_nothing_listens():
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    relay = _relay(str(port))
+    out, err = relay.communicate(b"", timeout=30)
+    assert relay.returncode != 0 and b"ConnectionRefusedError" in err
+    port, _ = _echo_server()
+    out, _ = _relay(str(port)).communicate(b"hi", timeout=30)
+    assert out == b"echo:hi"
+
+
+def test_the_early_relay_command_names_the_state_file_and_its_wait():
+    argv = shlex.split(slurm_job.early_relay_command("123", "node7", "python3", "/h/.devenv/envs/k/job-123.json",
+                                                     180))
+    assert argv[8] == "--" and argv[9:12] == ["python3", "-u", "-c"]
+    assert argv[-3:] == ["0", "180", "/h/.devenv/envs/k/job-123.json"]
+    with pytest.raises(SettingError):
+        slurm_job.early_relay_command("123", "node7", "python3", "~/job.json", 180)

@@ -216,9 +216,22 @@ os.execv(sys.executable, [sys.executable, "-m", "jupyterlab", "--config=" + os.p
 
 # Runs on a compute node under `srun --overlap`: copy stdin to 127.0.0.1:PORT and back (a stdio relay, as
 # `docker system dial-stdio` or `ssh -W` do), so no port is opened on any network. Ends when either side does.
+# With WAIT_S it is a relay started ahead of Jupyter (the tunnel's first, while `up` waits): it tries to connect
+# until WAIT_S have passed, and with PORT 0 reads the port from the launcher's job-<id>.json (STATE_FILE).
 RELAY = (
-    "import os,socket,sys,select\n"
-    "s=socket.create_connection(('127.0.0.1',int(sys.argv[1])))\n"
+    "import json,os,socket,sys,select,time\n"
+    "a=sys.argv[1:]\n"
+    "end=time.monotonic()+(float(a[1]) if len(a)>1 else 0)\n"
+    "while True:\n"
+    " try:\n"
+    "  p=int(a[0])\n"
+    "  if not p:\n"
+    "   with open(a[2]) as f: p=int(json.load(f)['port'])\n"
+    "  s=socket.create_connection(('127.0.0.1',p))\n"
+    "  break\n"
+    " except (OSError,ValueError,KeyError,IndexError):\n"
+    "  if time.monotonic()>=end: raise\n"
+    "  time.sleep(0.05)\n"
     "s.setsockopt(socket.IPPROTO_TCP,socket.TCP_NODELAY,1)\n"
     "fds=[0,s]\n"
     "while fds:\n"
@@ -246,6 +259,15 @@ def step_command(job_id: str, node: str, argv: list[str]) -> str:
 
 def relay_command(job_id: str, node: str, python: str, port: int) -> str:
     return step_command(job_id, node, [python, "-u", "-c", RELAY, str(int(port))])
+
+
+def early_relay_command(job_id: str, node: str, python: str, state_file: str, wait_s: float) -> str:
+    """A relay started before Jupyter listens: to the port the launcher records in state_file (an absolute path
+    on the shared file system), connecting once it answers, within wait_s."""
+    if not state_file.startswith("/"):
+        raise SettingError("state file", f"'{state_file[:40]}' is not an absolute path", "this is a bug in devenv")
+    return step_command(job_id, node, [python, "-u", "-c", RELAY, "0", f"{max(0.0, float(wait_s)):.0f}",
+                                       state_file])
 
 
 PROBE_JOB_NAME = JOB_PREFIX + "check"

@@ -8,7 +8,8 @@ held tunnel ends with that reason instead of living on as a zombie.
 
 Starting the command (srun: a job step, through slurmctld) is most of a first request's wait, so one relay per
 forward is started with the tunnel, before anyone connects, and the first connection takes it (the URL
-devenv prints answers sooner); the others start their own, as before.
+devenv prints answers sooner); the others start their own, as before. A caller that started such a relay even
+earlier (`up` starts one while it waits for Jupyter: start_spare) hands it to the tunnel instead.
 """
 
 from __future__ import annotations
@@ -27,21 +28,25 @@ class CommandTunnel(LoopbackForwarder):
     kind = "relay"
 
     def __init__(self, conn: Connection, forwards: list[Forward], command_for: Callable[[Forward], str],
-                 watch: Callable[[], str | None] | None = None, watch_every: float = 3.0):
+                 watch: Callable[[], str | None] | None = None, watch_every: float = 3.0,
+                 spares: dict[str, Spare] | None = None):
+        """spares: relays already started, by forward name (the first connection to that forward takes it)."""
         self.conn = conn
         self.command_for = command_for
         self.ended: str | None = None        # why it stopped on its own (from the watcher), for the message
         # the spares exist before the listeners do: a first client may come at once
-        self._spares: dict[str, _Spare] = {f.name: _Spare(functools.partial(self._start_relay, f)) for f in forwards}
+        given = spares or {}
+        self._spares: dict[str, Spare] = {
+            f.name: given.get(f.name) or Spare(functools.partial(self._start_relay, f)) for f in forwards}
+        for name in set(given) - set(self._spares):
+            given[name].discard()
         super().__init__(conn, forwards)
         if watch is not None:
             threading.Thread(target=self._watch, args=(watch, watch_every), daemon=True, name="relay-watch").start()
 
     def _start_relay(self, f: Forward) -> paramiko.Channel:
         """A relay started ahead of its client (a spare's thread)."""
-        transport = transport_of(self.conn)
-        no_delay(transport.sock)
-        return self._relay(transport, f)
+        return _start_command(self.conn, self.command_for(f))
 
     def _relay(self, transport: paramiko.Transport, f: Forward) -> paramiko.Channel:
         channel = transport.open_session(timeout=15)
@@ -71,7 +76,20 @@ class CommandTunnel(LoopbackForwarder):
         super().close()
 
 
-class _Spare:
+def _start_command(conn: Connection, command: str) -> paramiko.Channel:
+    transport: paramiko.Transport = transport_of(conn)
+    no_delay(transport.sock)
+    channel = transport.open_session(timeout=15)
+    channel.exec_command(command)
+    return channel
+
+
+def start_spare(conn: Connection, command: str) -> Spare:
+    """A relay command started now on conn, on a thread, for a CommandTunnel made later (its spares=)."""
+    return Spare(functools.partial(_start_command, conn, command))
+
+
+class Spare:
     """A relay started ahead of its client, on a thread: take() waits for it (it is already under way), and
     gives None when it failed or has already ended (the caller then starts its own); discard() closes it."""
 

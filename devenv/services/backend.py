@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from devenv.checks.report import CheckReport
 from devenv.config.profiles import EnvProfile, HostProfile
@@ -80,6 +80,9 @@ class UpOptions:
     allow_busy: bool = False          # gpus: N may take busy GPUs when too few are free; the check allows them
     # gpus: N (free:N) -> the host GPUs to give ("1,3"), picked when the container is made (services.gpu_occupancy)
     pick_gpus: Callable[[int], str] | None = None
+    # the caller opens a tunnel to Jupyter as soon as `up` returns (the CLI's held `up`): a backend reached
+    # through a relay command may start the tunnel's first relay while it waits for Jupyter (JupyterAccess.spare)
+    relay_ahead: bool = False
 
 
 @dataclass
@@ -103,6 +106,7 @@ class JupyterAccess:
     port: int                         # on the host's 127.0.0.1 (or, with relay, on the node's)
     relay: str | None = None          # a command on the host whose stdin/stdout is that port (a Slurm node's)
     ended: Callable[[], str | None] | None = None   # why what the relay reaches is gone, None while it runs
+    spare: Any = None                 # a relay already started (remote.relay.Spare), for the tunnel's first client
 
 
 @dataclass(frozen=True)

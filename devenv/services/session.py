@@ -66,6 +66,7 @@ class EnvSession:
         self._env_name = env_name
         self._backend: EnvironmentBackend | None = None
         self._allow_busy = False          # the preflight of this `up`: busy GPUs allowed
+        self._relay_ahead = False         # a tunnel follows `up` at once (prestart_tunnels)
         # the preflight, started before `up` asked for it, with the env it checks
         self._early_check: tuple[EnvProfile, Background[CheckReport]] | None = None
 
@@ -161,6 +162,8 @@ class EnvSession:
             options = replace(options, pick_gpus=gpu_picker(self.conn, self.profile.name,
                                                             allow_busy=options.allow_busy, on_note=self.events.step))
         self._allow_busy = options.allow_busy
+        if self._relay_ahead:
+            options = replace(options, relay_ahead=True)
         self._start_check_early()
         result = self.backend.up(self.env, key, events=self.events, options=options)
         if key and self.env.sshd and result.host_key and "ssh" in result.status.ports:
@@ -191,7 +194,8 @@ class EnvSession:
             from devenv.remote.relay import CommandTunnel
 
             relay = access.relay
-            tunnel = CommandTunnel(self.conn, [forward], lambda f: relay, watch=access.ended)
+            tunnel = CommandTunnel(self.conn, [forward], lambda f: relay, watch=access.ended,
+                                   spares={forward.name: access.spare} if access.spare is not None else None)
         else:
             from devenv.remote.tunnels import open_tunnel
 
@@ -206,7 +210,9 @@ class EnvSession:
             dial_ahead()
 
     def prestart_tunnels(self) -> None:
-        """Start the host's OpenSSH tunnel login now, without waiting: it overlaps the work before the tunnel."""
+        """Start the host's OpenSSH tunnel login now, without waiting: it overlaps the work before the tunnel
+        (and a backend reached through a relay starts the tunnel's first relay while `up` waits)."""
+        self._relay_ahead = True
         if not self.host.local:
             from devenv.remote.tunnels import prestart_tunnels
 

@@ -53,6 +53,7 @@ from devenv.services.background import Background
 if TYPE_CHECKING:
     from devenv.remote.base import Connection, Result
     from devenv.remote.envkey import EnvKey
+    from devenv.remote.relay import Spare
     from devenv.runtimes.host_runtime import PreparedFiles
 
 LIVE = ("pending", "running", "ending")
@@ -210,8 +211,9 @@ class SlurmEnvironments:
                 events.step(f"Found job {job.job_id} ({job.state.lower()}) for '{env.name}' on {self.host.name}")
                 token = self._reattach_token(env.name, prepared, fresh)
                 job = self._wait_start(env.name, job.job_id, events)
-                state = self._wait_ready(env.name, job, events, ready_timeout)
-                return self._up_result(env.name, job, state, "reattached", token, started)
+                spare = self._relay_ahead(env.name, job, options)
+                state = self._wait_ready(env.name, job, events, ready_timeout, spare)
+                return self._up_result(env.name, job, state, "reattached", token, started, spare)
             if not same:
                 question = (f"Job {job.job_id} for '{env.name}' on {self.host.name} runs with another spec. "
                             f"Cancel it and submit a new one?")
@@ -241,27 +243,43 @@ class SlurmEnvironments:
         envstate.update(self.host.name, env.name, container=job_id, token=token, ports={})
         try:
             job = self._wait_start(env.name, job_id, events)
-            state = self._wait_ready(env.name, job, events, ready_timeout)
+            spare = self._relay_ahead(env.name, job, options)
+            state = self._wait_ready(env.name, job, events, ready_timeout, spare)
         except BaseException as exc:   # Jupyter never answered, Ctrl-C, a lost connection: leave no orphan job
             self._cancel_quietly(job_id)
             if isinstance(exc, jupyter.NotReady):
                 exc.hint = f"devenv cancelled job {job_id}; " + (exc.hint or "")
             raise
-        result = self._up_result(env.name, job, state, action, token, started)
+        result = self._up_result(env.name, job, state, action, token, started, spare)
         envstate.update(self.host.name, env.name, container=job_id, token=token, ports=result.status.ports)
         return result
 
     def _up_result(self, env_name: str, job: Job, state: dict, action: str, token: str,
-                   started: float) -> UpResult:
-        access = self._access(env_name, job, state, token)
+                   started: float, spare: Spare | None = None) -> UpResult:
+        access = self._access(env_name, job, state, token, spare)
         return UpResult(access.status, action, token, None, elapsed_s=self._clock() - started, jupyter=access)
 
-    def _access(self, env_name: str, job: Job, state: dict, token: str) -> JupyterAccess:
+    def _access(self, env_name: str, job: Job, state: dict, token: str,
+                spare: Spare | None = None) -> JupyterAccess:
         """Jupyter on the node's loopback, reached by the login node's relay through the job (srun --overlap)."""
         port = int(state["port"])
         return JupyterAccess(self._status(env_name, job, state), token, port,
                              relay=self.relay_command(job.job_id, state["node"], port),
-                             ended=lambda: self.ended_reason(env_name, job.job_id))
+                             ended=lambda: self.ended_reason(env_name, job.job_id), spare=spare)
+
+    def _relay_ahead(self, env_name: str, job: Job, options: UpOptions) -> Spare | None:
+        """The tunnel's first relay, started as the job runs (when the caller opens a tunnel right after `up`):
+        srun and the relay's start overlap Jupyter's own start instead of following it, so the URL `up` prints
+        answers at once. It connects to the port the launcher records once Jupyter listens there."""
+        nodes = self.slurm.hostnames(job.nodes) if job.nodes else []
+        if not (options.relay_ahead and nodes and hasattr(self, "_home_dir")):
+            return None   # (a reattach that read no $HOME: the tunnel starts its own, as before)
+        from devenv.remote.relay import start_spare
+
+        state_file = f"{self._abs(self.files.env_dir(self.key(env_name)))}/job-{int(job.job_id)}.json"
+        command = slurm_job.early_relay_command(job.job_id, nodes[0], self.host.python, state_file,
+                                                options.ready_timeout + 30)
+        return start_spare(self.conn, command)
 
     def _need_jupyterlab(self, facts: dict) -> None:
         if not facts.get("jupyterlab"):
@@ -303,8 +321,17 @@ class SlurmEnvironments:
             polls += 1
             self._sleep(0.25 if polls < 20 else 1.0)   # 5 s of quick polls: a free queue starts a job in 1-4 s
 
-    def _wait_ready(self, env_name: str, job: Job, events, timeout: float) -> dict:
-        """Until Jupyter answers on the job's node (probed with srun --overlap); its job-<id>.json."""
+    def _wait_ready(self, env_name: str, job: Job, events, timeout: float, spare: Spare | None = None) -> dict:
+        """Until Jupyter answers on the job's node (probed with srun --overlap); its job-<id>.json. A relay
+        started ahead (spare) is closed when the wait fails."""
+        try:
+            return self._wait_answering(env_name, job, events, timeout)
+        except BaseException:
+            if spare is not None:
+                spare.discard()
+            raise
+
+    def _wait_answering(self, env_name: str, job: Job, events, timeout: float) -> dict:
         nodes = self.slurm.hostnames(job.nodes) if job.nodes else []
         events.step(f"Job {job.job_id} running on {', '.join(nodes) or '?'}; waiting for Jupyter "
                     f"(at most {timeout:.0f} s)")

@@ -208,3 +208,33 @@ def test_slurmd_killed_mid_job_is_reported_as_a_node_failure(cluster):
         restart_slurmd(node)
     # the restarted slurmd ends what the dead one left running: no Jupyter outlives its job
     wait_for(lambda: not jupyter_processes(cluster.env), 60, "the failed job's Jupyter gone")
+
+
+def test_the_tunnels_first_relay_starts_while_up_waits_and_carries_the_first_request(cluster):
+    """With relay_ahead (the CLI's held `up`), `up` starts the relay while Jupyter is still starting: the step
+    runs in the job before `up` returns, the tunnel takes it, and the URL's first request goes through it. A
+    failed `up` closes it (no step left in a cancelled job: the `cluster` fixture checks no job remains)."""
+    from devenv.config.profiles import load_env
+    from devenv.remote.relay import CommandTunnel
+    from devenv.remote.tunnels import Forward
+    from devenv.services.backend import UpOptions
+
+    svc = cluster.service()
+    result = svc.up(load_env(cluster.env), events=Events(), options=UpOptions(ready_timeout=240, relay_ahead=True))
+    access = result.jupyter
+    assert access is not None and access.spare is not None
+    steps = subprocess.run(["squeue", "--steps", "--noheader", f"--jobs={result.status.job_id}", "--format=%i|%j"],
+                           capture_output=True, text=True, timeout=30).stdout.split()
+    python = os.path.basename(svc.host.python)
+    assert any(step.endswith(f"|{python}") for step in steps), steps    # the relay's step runs already
+    forward = Forward("jupyter", "127.0.0.1", access.port, free_port())
+    tunnel = CommandTunnel(svc.conn, [forward], lambda f: access.relay, watch=access.ended,
+                           spares={"jupyter": access.spare})
+    try:
+        assert get_through(forward.local_port, access.token) == 200
+        assert access.spare.take() is None             # the tunnel's first connection took it
+        assert get_through(forward.local_port, access.token) == 200   # the next ones start their own, as before
+    finally:
+        tunnel.close()
+        svc.down(cluster.env)
+    assert not live_jobs(cluster.job_name)
