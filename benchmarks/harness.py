@@ -45,3 +45,15 @@ def medians(times: dict[str, list[float]]) -> dict[str, dict]:
     """{way: {"median_s", "runs"}} rounded to 10 ms."""
     return {way: {"median_s": round(statistics.median(runs), 2), "runs": [round(x, 2) for x in runs]}
             for way, runs in times.items() if runs}
+
+
+def byte_compile_devenv() -> None:
+    """devenv as `pip install ./devenv` (and scripts/install) leaves it: byte-compiled. A checkout run where
+    PYTHONDONTWRITEBYTECODE is set would otherwise compile devenv again in every CLI run (about 0.2 s on
+    2 cores: benchmarks/cli_startup.py), which no installed devenv does."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(Path(__file__).resolve().parent.parent / "devenv")],
+                   check=True, stdout=subprocess.DEVNULL)

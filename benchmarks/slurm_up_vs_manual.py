@@ -3,9 +3,9 @@
 
 Each timing runs from the start until a Jupyter URL on THIS machine answers an authenticated request
 (/api/status with the token), with an empty queue:
-  devenv CLI  `devenv up CLUSTER` as a user runs it (a new process: imports, the preflight on the login node,
-           the python check, files with the 0600 token, sbatch, bounded wait, Jupyter probed on the node, the
-           srun --overlap relay tunnel it holds), until the URL it prints answers.
+  devenv CLI  `devenv up CLUSTER` as a user runs it (a new process of a byte-compiled devenv: imports, the
+           preflight on the login node, the python check, files with the 0600 token, sbatch, bounded wait,
+           Jupyter probed on the node, the srun --overlap relay tunnel it holds), until the URL it prints answers.
   devenv service  the same at the SERVICE level, in this process: SlurmEnvironments.up() (no preflight; with
            relay_ahead, as the CLI's held `up`) + the relay tunnel, then the URL.
   manual   what a user does by hand: ssh + sbatch a script that starts Jupyter on the node (token on its command
@@ -38,7 +38,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from benchmarks.harness import free_port  # noqa: E402
+from benchmarks.harness import byte_compile_devenv, free_port  # noqa: E402
 from benchmarks.harness import wait_answering as _wait_answering  # noqa: E402
 
 ENV_NAME = "bench-slurm"
@@ -182,6 +182,7 @@ def main() -> None:
         "description: benchmark env\nimage: unused-on-slurm\nports:\n  jupyter: 8888\ngpus: none\n")
     os.environ.update(DEVENV_HOME=str(home), DEVENV_SSH_CONFIG=str(testhost / "ssh_config"),
                       DEVENV_KNOWN_HOSTS=str(testhost / "known_hosts"))
+    byte_compile_devenv()   # as installed (see harness)
     times: dict[str, list[float]] = {"devenv up (CLI)": [], "devenv (service level)": [], "manual": []}
     for i in range(args.runs):   # alternate, so a warm page cache or a busy minute favours none
         times["manual"].append(manual_once(testhost, args.python))

@@ -31,7 +31,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from benchmarks.harness import free_port, machine, medians, wait_answering  # noqa: E402
+from benchmarks.harness import byte_compile_devenv, free_port, machine, medians, wait_answering  # noqa: E402
 from devenv.config import profiles  # noqa: E402
 from devenv.remote import openssh  # noqa: E402
 
@@ -108,6 +108,7 @@ def main() -> None:
     if subprocess.run(["docker", "image", "inspect", args.image], capture_output=True).returncode != 0:
         sys.exit(f"image {args.image} is not on the test host: run the integration tests, or "
                  f"`devenv image build testbox --env <an env with image: {args.image}>`")
+    byte_compile_devenv()   # as installed (see harness)
     home = Path(tempfile.mkdtemp(prefix="bench-home-"))
     shutil.copytree(os.environ["DEVENV_HOME"], home, dirs_exist_ok=True)
     (home / "profiles" / "envs").mkdir(parents=True, exist_ok=True)
