@@ -86,6 +86,7 @@ class FixedSampler:
     """A sampler that always shows one snapshot (for screens fed by recorded samples)."""
 
     def __init__(self, snapshot: HostSnapshot):
+        self.host = snapshot.host
         self._snapshot = snapshot
         self.started = self.stopped = False
         self._served = threading.Event()

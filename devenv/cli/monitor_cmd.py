@@ -126,30 +126,32 @@ def look_once(host_profiles, accept_new_host: bool, codes: dict[str, int] | None
 def run_headless(host_profiles, interval: float, accept_new_host: bool, bind: tuple[str, int] | None,
                  ndjson: bool) -> None:
     """NDJSON on stdout and/or a Prometheus endpoint, from long-lived samplers, until Ctrl-C / SIGTERM / a
-    closed pipe (each ends with exit 0)."""
+    closed pipe (each ends with exit 0). Both read one SamplerSet, which a SamplerFollower keeps in step with
+    the clusters' jobs (a job started since shows, one that ended says job-ended), as the TUI does."""
     import json
     import signal
 
-    from devenv.services.monitor_stream import serve_prometheus, watch_records
+    from devenv.services.monitor_stream import SamplerSet, serve_prometheus, watch_records
 
     def interrupted(signum, frame):
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, interrupted)
-    from devenv.cli.monitor_sources import sampler_for, sources
+    from devenv.cli.monitor_sources import SamplerFollower, SourceFollower, sampler_for, sources
 
-    samplers = [sampler_for(s, interval, accept_new_host) for s in sources(host_profiles, accept_new_host)]
-    for sampler in samplers:
-        sampler.start()
+    found = sources(host_profiles, accept_new_host)
+    live = SamplerSet(sampler_for(s, interval, accept_new_host).start() for s in found)
+    follower = SamplerFollower(SourceFollower(found, accept_new_host), live,
+                               lambda source: sampler_for(source, interval, accept_new_host)).start()
     server = None
     try:
         if bind is not None:
-            server = serve_prometheus(samplers, *bind)[0]
-            click.echo(f"serving {len(samplers)} host(s) on http://{bind[0]}:{bind[1]}/metrics; Ctrl-C stops",
+            server = serve_prometheus(live, *bind)[0]
+            click.echo(f"serving {len(live)} host(s) on http://{bind[0]}:{bind[1]}/metrics; Ctrl-C stops",
                        err=True)
         if ndjson:
             out = click.get_text_stream("stdout")
-            for rec in watch_records(samplers, min(interval, 1.0)):
+            for rec in watch_records(live, min(interval, 1.0)):
                 out.write(json.dumps(rec, default=str) + "\n")
                 out.flush()
         else:
@@ -160,9 +162,10 @@ def run_headless(host_profiles, interval: float, accept_new_host: bool, bind: tu
     except BrokenPipeError:  # `| head`: the reader has what it wanted
         sys.stderr.close()
     finally:
+        follower.stop()
         if server is not None:
             server.shutdown()
-        for sampler in samplers:
+        for sampler in live:
             sampler.stop(timeout=0)
 
 

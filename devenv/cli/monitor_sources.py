@@ -1,20 +1,24 @@
 """What `devenv monitor` watches, as sources behind the monitor's one host interface: a host is itself; a
 Slurm cluster (`runtime: slurm`) is every node of the user's running devenv jobs (services/cluster_monitor),
 each a host named cluster/job-J/node whose samples come through the login node, or one row saying that no
-job runs. The widgets, --once, --json and the NDJSON/Prometheus streams see only snapshots. The TUI follows
-the clusters' jobs while it runs (SourceFollower): a new job's nodes appear, an ended job's are marked."""
+job runs. The widgets, --once, --json and the NDJSON/Prometheus streams see only snapshots. The TUI and the
+streams follow the clusters' jobs while they run (SourceFollower; SamplerFollower for the streams' SamplerSet):
+a new job's nodes appear, an ended job's are marked."""
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 
 from devenv.cli.common import connect
 from devenv.config.profiles import HostProfile
 from devenv.errors import DevenvError
 from devenv.services.monitor import ERROR, HostSnapshot, JobPlace
+from devenv.services.monitor_stream import SamplerSet
 
 
 @dataclass(frozen=True)
@@ -151,3 +155,56 @@ class SourceFollower:
                 self._no_job.discard(name)
                 gone.append(name)
         return SourceChanges(added, ended, gone)
+
+
+class SamplerFollower:
+    """Keeps the streams' SamplerSet (services/monitor_stream: what --watch --json and --prometheus read) in
+    step with the clusters' jobs, every FOLLOW_EVERY_S on a daemon thread, as the TUI's follow worker does:
+    a new job's nodes get a started sampler (sampler_factory, sampler_for in the CLI), an ended job's nodes a
+    FixedSampler of their job-ended snapshot (their streams stopped), and a cluster's no-job row goes once a
+    job runs. A failed look (SourceFollower skips it) changes nothing."""
+
+    def __init__(self, follower: SourceFollower, live: SamplerSet, sampler_factory: Callable[[Source], Any],
+                 every: float | None = None):
+        from devenv.services.cluster_monitor import FOLLOW_EVERY_S
+
+        self._follower, self._live, self._factory = follower, live, sampler_factory
+        self._every = FOLLOW_EVERY_S if every is None else every
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def apply(self, changes: SourceChanges) -> None:
+        from devenv.services.cluster_monitor import FixedSampler
+
+        for host in changes.gone:
+            old = self._live.pop(host)
+            if old is not None:
+                old.stop(timeout=0)
+        for snapshot in changes.ended:
+            old = self._live.put(FixedSampler(snapshot))   # in its place first: readers never see "stopped"
+            if old is not None:
+                old.stop(timeout=0)
+        for source in changes.added:
+            sampler = self._factory(source)
+            sampler.start()
+            old = self._live.put(sampler)
+            if old is not None:
+                old.stop(timeout=0)
+
+    def follow_once(self) -> SourceChanges:
+        changes = self._follower.refresh()
+        self.apply(changes)
+        return changes
+
+    def start(self) -> SamplerFollower:
+        if self._follower and self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="monitor-follow-jobs", daemon=True)
+            self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._every):
+            self.follow_once()     # a failed look is skipped inside (SourceFollower.refresh)

@@ -24,6 +24,8 @@ from devenv.schedulers.slurm import Slurm
 from devenv.schedulers.slurm_step import StepConnection
 from devenv.services.monitor import JOB_ENDED, NO_JOB, HostSnapshot, JobPlace
 
+FOLLOW_EVERY_S = 10.0   # how often a running monitor looks at a cluster's jobs again (one squeue per cluster)
+
 
 def job_places(conn: Connection, host: HostProfile, owner: str | None = None) -> list[JobPlace]:
     """Every node of the user's running devenv jobs (environments, sanity and check jobs: squeue --me, names

@@ -1,15 +1,18 @@
 """The monitor's samples for machines (L2): NDJSON records (`devenv monitor --json --watch`) and a Prometheus
 endpoint with dcgm-exporter's metric names and labels (`devenv monitor --prometheus 127.0.0.1:9400`).
 
-Both read the same long-lived samplers as the TUI. The record schema is in docs/monitor.md; bump
-SCHEMA_VERSION on any change a reader could notice (a field renamed, removed or retyped).
+Both read the same long-lived samplers as the TUI, through a SamplerSet that may change while they run (a
+Slurm cluster's jobs start and end: cli/monitor_sources.SamplerFollower keeps it in step). The record schema
+is in docs/monitor.md; bump SCHEMA_VERSION on any change a reader could notice (a field renamed, removed or
+retyped).
 """
 
 from __future__ import annotations
 
 import ipaddress
+import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator
 from typing import Protocol
 
 from devenv.errors import DevenvError
@@ -22,10 +25,48 @@ class Sampler(Protocol):
     host: str
 
     def snapshot(self) -> HostSnapshot: ...
+    def stop(self, timeout: float = 3.0) -> None: ...   # a sampler taken out of a SamplerSet is stopped
 
 
 class BadBind(DevenvError):
     exit_code = 2
+
+
+class SamplerSet:
+    """The samplers the streams read, by host, in the order they came: thread-safe, read afresh by each pass
+    of watch_records and each scrape of DcgmCollector, so that a sampler put in (a new job's node) or swapped
+    (an ended job's node, for its fixed job-ended snapshot) or dropped shows in both at once."""
+
+    def __init__(self, samplers: Iterable[Sampler] = ()):
+        self._lock = threading.Lock()
+        self._by_host: dict[str, Sampler] = {s.host: s for s in samplers}
+
+    def __iter__(self) -> Iterator[Sampler]:
+        with self._lock:
+            return iter(list(self._by_host.values()))
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._by_host)
+
+    def hosts(self) -> list[str]:
+        with self._lock:
+            return list(self._by_host)
+
+    def put(self, sampler: Sampler) -> Sampler | None:
+        """Add sampler, or replace the one of its host in place (its position kept); returns the one replaced."""
+        with self._lock:
+            old = self._by_host.get(sampler.host)
+            self._by_host[sampler.host] = sampler
+            return old
+
+    def pop(self, host: str) -> Sampler | None:
+        with self._lock:
+            return self._by_host.pop(host, None)
+
+
+def as_set(samplers: Iterable[Sampler]) -> SamplerSet:
+    return samplers if isinstance(samplers, SamplerSet) else SamplerSet(samplers)
 
 
 # --- NDJSON ---------------------------------------------------------------------------------------------
@@ -35,13 +76,16 @@ def record(snap: HostSnapshot) -> dict:
     return {"schema_version": SCHEMA_VERSION, "type": "sample", **snap.to_dict()}
 
 
-def watch_records(samplers: Sequence[Sampler], interval: float, *, stop: Callable[[], bool] = lambda: False,
+def watch_records(samplers: Iterable[Sampler], interval: float, *, stop: Callable[[], bool] = lambda: False,
                   sleep: Callable[[float], None] = time.sleep) -> Iterator[dict]:
     """A record per host each time it has a new sample or a new state (connecting, reconnecting, ...);
-    never the same sample twice, so a host that is down writes one record saying so, not one a second."""
+    never the same sample twice, so a host that is down writes one record saying so, not one a second. A
+    SamplerSet is read again at each pass: a host put in since writes its records, an ended job's node its
+    one job-ended record."""
+    live = as_set(samplers)
     seen: dict[str, tuple] = {}
     while not stop():
-        for sampler in samplers:
+        for sampler in live:
             snap = sampler.snapshot()
             key = (snap.state, snap.last_sample_t, snap.processes_t, snap.message)
             if seen.get(snap.host) != key:
@@ -103,10 +147,11 @@ GPU_LABELS = ("gpu", "UUID", "pci_bus_id", "device", "modelName", "Hostname", "D
 class DcgmCollector:
     """A prometheus_client collector: at each scrape, every host's latest samples as dcgm-exporter names them.
     A host that is down exports no GPU series (stale values are not passed off as live) but says so in
-    devenv_host_up; NA fields are left out, never exported as 0."""
+    devenv_host_up; NA fields are left out, never exported as 0. A SamplerSet is read at each scrape: a new
+    job's node appears, an ended job's node keeps only devenv_host_up{state="job-ended"} 0."""
 
     def __init__(self, samplers: Iterable[Sampler]):
-        self.samplers = list(samplers)
+        self.samplers = as_set(samplers)
 
     def describe(self) -> list:
         return []  # unchecked collector: names come with each collect

@@ -24,13 +24,13 @@ from textual.widgets import Footer, Header, Input, Label, RichLog, Static
 from textual.worker import get_current_worker
 
 from devenv.errors import DevenvError
+from devenv.services.cluster_monitor import FOLLOW_EVERY_S
 from devenv.services.monitor import HostSnapshot
 from devenv.services.monitor_jupyter import JupyterLink
 from devenv.tui.monitor_screens import ConfirmScreen, HelpScreen, JupyterScreen, SanityScreen
 from devenv.tui.monitor_view import SORTS, HostExtras, flatten, host_view, sorted_processes
 
 EXTRAS_EVERY_S = 15.0
-FOLLOW_EVERY_S = 10.0   # how often a cluster's jobs are looked at again (one squeue per cluster)
 
 
 class Sampler(Protocol):

@@ -11,14 +11,19 @@ from __future__ import annotations
 
 import asyncio
 import json
+import queue
+import signal
 import subprocess
+import sys
 import textwrap
+import threading
 import time
 
 import pytest
-from conftest import live_jobs, wait_for
+import requests
+from conftest import REPO, live_jobs, squeue, wait_for
 from monitor_helpers import replay_sshd, trust
-from sshd_fixture import make_key
+from sshd_fixture import free_port, make_key
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
@@ -164,3 +169,81 @@ def test_the_tui_shows_each_jobs_nodes_with_replayed_gpus_and_stops_its_streams(
     steps = json.loads(shown["steps"])
     assert steps == {env_job: 2 * 2, other: 2}
     wait_for(lambda: not steps_of(env_job) and not steps_of(other), 30, "the monitor's steps to end after quit")
+
+
+class Records:
+    """The NDJSON lines of a running `devenv monitor --watch --json`, read on a thread (so a wait can time out)."""
+
+    def __init__(self, proc: subprocess.Popen):
+        self.lines: queue.Queue = queue.Queue()
+        self.seen: list[dict] = []
+        threading.Thread(target=self._read, args=(proc.stdout,), daemon=True).start()
+
+    def _read(self, stream) -> None:
+        for line in stream:
+            self.lines.put(line)
+        self.lines.put(None)
+
+    def wait(self, predicate, timeout: float, what: str) -> dict:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                line = self.lines.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                break
+            assert line is not None, f"the monitor ended while waiting for {what}: {self.seen[-3:]}"
+            rec = json.loads(line)
+            self.seen.append(rec)
+            if predicate(rec):
+                return rec
+        raise AssertionError(f"not within {timeout:.0f} s: {what}; the last records: "
+                             f"{[(r['host'], r['state']) for r in self.seen[-5:]]}")
+
+
+def test_watch_json_follows_a_job_that_starts_and_ends(cluster):
+    """`devenv monitor testcluster --watch --json` started with no job of ours: a job started after it writes
+    its node's records, and once cancelled one job-ended record (not a stream that reconnects); its
+    --prometheus endpoint (same process) shows the same hosts; SIGINT ends the monitor with exit 0, its steps
+    and the job gone."""
+    others = [j for j in squeue() if j[1].startswith("devenv-") and j[2] in ("RUNNING", "PENDING", "CONFIGURING")]
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "devenv", "monitor", cluster.host, "--watch", "--json",
+                             "--interval", "0.5", "--prometheus", f"127.0.0.1:{port}"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=cluster.environ, cwd=REPO)
+
+    def host_up_lines() -> list[str]:
+        text = requests.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
+        return [line for line in text.splitlines() if line.startswith("devenv_host_up{")]
+
+    records = Records(proc)
+    job = None
+    try:
+        first = records.wait(lambda r: True, 60, "the monitor's first record")
+        if not others:   # nobody else's devenv job on the shared cluster: the cluster's one no-job row
+            assert (first["host"], first["state"]) == (cluster.host, "no-job"), first
+            assert host_up_lines() == [f'devenv_host_up{{Hostname="{cluster.host}",state="no-job"}} 0.0']
+        job = sbatch(cluster.job_name, 1)
+        node = records.wait(lambda r: (r["job"] or {}).get("job_id") == job and r["state"] == "no-gpu", 90,
+                            f"a record of job {job}'s node")
+        assert node["host"] == f"{cluster.host}/job-{job}/{node['job']['node']}"
+        assert node["job"]["env"] == cluster.env and "nvidia-smi is not installed" in node["message"]
+        scraped = host_up_lines()
+        assert any(line.startswith(f'devenv_host_up{{Hostname="{node["host"]}",state=') for line in scraped), scraped
+        assert not any(f'Hostname="{cluster.host}"' in line for line in scraped), "the no-job row stayed"
+        subprocess.run(["scancel", job], timeout=30, check=True)
+        ended = records.wait(lambda r: r["host"] == node["host"] and r["state"] == "job-ended", 90,
+                             f"job {job}'s node to say job-ended")
+        assert f"job {job}" in ended["message"] and "no longer runs" in ended["message"]
+        assert ended["job"]["job_id"] == job
+        assert f'devenv_host_up{{Hostname="{node["host"]}",state="job-ended"}} 0.0' in host_up_lines()
+        # it stays said: no stream to the ended job's node, no record of it again (read for a few follows)
+        with pytest.raises(AssertionError, match="not within"):
+            records.wait(lambda r: r["host"] == node["host"], 12, "another record of the ended node")
+    finally:
+        proc.send_signal(signal.SIGINT)
+        code = proc.wait(30)
+        if job is not None:
+            subprocess.run(["scancel", job], timeout=30)
+    assert code == 0, proc.stderr.read()
+    wait_for(lambda: not live_jobs(cluster.job_name), 60, "the job to end")
+    assert not steps_of(job), "a monitor step outlived the monitor"
