@@ -1,6 +1,6 @@
 """The test host's per-connection sshd processes that serve one client process's SSH connection: found by the
 TCP port pair (the client's socket to sshd's port), so a fault test stops or kills exactly devenv's own session
-and never another test's. A helper module (tests/integration/environments is on sys.path through conftest).
+and never another test's. A helper module (tests/integration/environments is on sys.path through its conftest).
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ import subprocess
 import time
 
 import pytest
-from conftest import docker
+from env_testing import docker
 
 from devenv.remote.openssh import env_alias
 

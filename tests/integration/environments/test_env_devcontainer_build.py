@@ -9,7 +9,7 @@ import time
 import urllib.request
 
 import pytest
-from conftest import docker
+from env_testing import docker
 
 pytestmark = pytest.mark.integration
 

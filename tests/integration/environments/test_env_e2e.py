@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import docker, processes_mentioning, read_url
+from env_testing import docker, processes_mentioning, read_url
 from jupyter_client import JupyterClient
 
 from devenv.remote.openssh import env_alias

@@ -13,7 +13,7 @@ import textwrap
 import time
 
 import pytest
-from conftest import SLIM_IMAGE, docker, read_url
+from env_testing import SLIM_IMAGE, docker, read_url
 from jupyter_client import JupyterClient
 
 pytestmark = pytest.mark.integration

@@ -17,11 +17,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import replay_gpu_host, slim_profile
+from env_testing import replay_gpu_host, slim_profile
 from sshd_fixture import free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
-IMAGE = "devenv-test/pytorch:slim"   # built on podman by the podman_slim_image fixture (conftest.py)
+IMAGE = "devenv-test/pytorch:slim"   # built on podman by the podman_slim_image fixture (env_testing.py)
 CDI = """\
 cdiVersion: "0.3.0"
 kind: nvidia.com/gpu

@@ -9,7 +9,7 @@ import json
 import time
 
 import pytest
-from conftest import docker
+from env_testing import docker
 
 from devenv.services import provision
 

@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import replay_gpu_host
+from env_testing import replay_gpu_host
 from sshd_fixture import free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]

@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import processes_mentioning, read_url
+from env_testing import processes_mentioning, read_url
 from jupyter_client import JupyterClient
 
 pytestmark = pytest.mark.integration

@@ -7,7 +7,7 @@ import json
 import time
 
 import pytest
-from conftest import docker, processes_mentioning
+from env_testing import docker, processes_mentioning
 from jupyter_client import JupyterClient
 
 from devenv.remote.tunnels import control_dir_path

@@ -8,7 +8,7 @@ import sys
 import time
 
 import pytest
-from conftest import REPO, docker
+from env_testing import REPO, docker
 
 from devenv.remote.openssh import env_alias
 

@@ -12,7 +12,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from conftest import OWNER, PodmanEnv, base_environ, docker, podman
+from env_testing import OWNER, PodmanEnv, base_environ, docker, podman
 from sshd_fixture import free_port
 
 from devenv.env import spec as envspec

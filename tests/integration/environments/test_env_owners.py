@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import EnvUnderTest, docker
+from env_testing import EnvUnderTest, docker
 from sshd_fixture import free_port
 
 pytestmark = pytest.mark.integration

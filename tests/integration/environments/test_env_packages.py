@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import docker
+from env_testing import docker
 
 pytestmark = pytest.mark.integration
 

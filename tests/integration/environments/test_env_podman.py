@@ -12,7 +12,7 @@ import secrets
 from pathlib import Path
 
 import pytest
-from conftest import PodmanEnv, base_environ, docker_names, podman, read_url
+from env_testing import PodmanEnv, base_environ, docker_names, podman, read_url
 from jupyter_client import JupyterClient
 from sshd_fixture import free_port
 

@@ -9,7 +9,7 @@ import json
 import time
 
 import pytest
-from conftest import OWNER, processes_mentioning
+from env_testing import OWNER, processes_mentioning
 from jupyter_client import JupyterClient
 
 from devenv.cli.monitor_services import services_for

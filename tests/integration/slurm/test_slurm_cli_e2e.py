@@ -16,8 +16,8 @@ import threading
 
 import pytest
 import requests
-from conftest import REPO, live_jobs, squeue, wait_for
 from jupyter_client import JupyterClient
+from slurm_testing import REPO, live_jobs, squeue, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 URL = re.compile(r"http://127\.0\.0\.1:\d+/lab\?token=\S+")

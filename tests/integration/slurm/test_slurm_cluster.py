@@ -1,7 +1,7 @@
 """`check`, multi-node `sanity`, and the environment job's faults on the test host's real Slurm cluster.
 
 Each fault must give one clear message, an exit code from the documented set, and leave no job behind
-(the `cluster` fixture fails a test that left one). Run under the integration lock (see conftest.py).
+(the `cluster` fixture fails a test that left one). Run under the integration lock (see slurm_testing.py).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import time
 import urllib.request
 
 import pytest
-from conftest import Events, live_jobs, slurm_dir, squeue, wait_for
+from slurm_testing import Events, live_jobs, slurm_dir, squeue, wait_for
 
 from devenv.cluster.errors import JobEnded, JobRejected
 

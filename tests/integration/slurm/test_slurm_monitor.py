@@ -4,7 +4,7 @@ grouped by job, sampled through the login node by `srun --overlap` steps (one st
 The compute nodes here have no GPU, which the monitor must say plainly. For the GPU paths, a second login
 node (a throwaway sshd of this test, into the same cluster) gives its sessions PATH=tests/replay first, and
 srun hands that PATH to the job's steps: on the nodes, `nvidia-smi` is the REPLAY of a real H200 recording
-(tests/replay/nvidia-smi, named as such). Run under the integration lock (see conftest.py).
+(tests/replay/nvidia-smi, named as such). Run under the integration lock (see slurm_testing.py).
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ import time
 
 import pytest
 import requests
-from conftest import REPO, live_jobs, squeue, wait_for
 from monitor_helpers import replay_sshd, trust
+from slurm_testing import REPO, live_jobs, squeue, wait_for
 from sshd_fixture import free_port, make_key
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]

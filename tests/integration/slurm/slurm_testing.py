@@ -1,0 +1,182 @@
+"""Fixtures for the Slurm paths against the test host's real cluster: slurmctld + slurmd node1/node2 on this
+machine, the test sshd (`testbox`) as the login node. Run under the integration lock:
+
+    flock /tmp/devenv-it.lock python3 -m pytest -q tests/integration/slurm
+
+Each test gets its own DEVENV_HOME with a `testcluster` profile, its own environment name, and a finalizer
+that cancels whatever job of that name is still alive and then fails the test if one had to be cancelled:
+"no orphan job" is asserted, not assumed.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import subprocess
+import sys
+import textwrap
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+import yaml
+
+from testhost import apply_testhost_env, testhost, testhost_dir, testhost_env  # noqa: F401  (fixtures)
+
+REPO = Path(__file__).resolve().parents[3]
+OWNER = "t"
+
+
+def squeue(*args: str) -> list[list[str]]:
+    out = subprocess.run(["squeue", "--noheader", "--states=all", "--format=%i|%j|%T|%r|%N", *args],
+                         capture_output=True, text=True, timeout=30).stdout
+    return [line.split("|") for line in out.splitlines() if line.strip()]
+
+
+def live_jobs(name: str) -> list[list[str]]:
+    return [j for j in squeue(f"--name={name}") if j[2] in ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING")]
+
+
+def wait_for(predicate, timeout: float, what: str, every: float = 1.0):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {timeout:.0f} s: {what}")
+        time.sleep(every)
+
+
+def testhost_cluster_python() -> str | None:
+    """The python testhost/setup made for the cluster (the `python:` of its testcluster profile), if it has
+    JupyterLab and torch."""
+    profile = testhost_dir() / "home" / "profiles" / "hosts" / "testcluster.yaml"
+    if not profile.is_file():
+        return None
+    python = (yaml.safe_load(profile.read_text()) or {}).get("python")
+    if not python or not Path(python).is_absolute():
+        return None
+    probe = subprocess.run([python, "-c", "import importlib.util as u, sys; "
+                            "sys.exit(not (u.find_spec('jupyterlab') and u.find_spec('torch')))"],
+                           capture_output=True, timeout=60)
+    return python if probe.returncode == 0 else None
+
+
+@pytest.fixture(scope="session")
+def cluster_python(tmp_path_factory) -> str:
+    """A python the compute nodes see (this machine's file system) with JupyterLab and torch: the one
+    testhost/setup builds once per machine, else (a test host set up before it did) a venv made here."""
+    made = testhost_cluster_python()
+    if made:
+        return made
+    venv = tmp_path_factory.mktemp("slurm-python") / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True, timeout=120)
+    pip = subprocess.run([str(venv / "bin" / "pip"), "install", "-q", "jupyterlab>=4,<5"], capture_output=True,
+                         text=True, timeout=600)
+    assert pip.returncode == 0, pip.stderr
+    return str(venv / "bin" / "python")
+
+
+@dataclass
+class Cluster:
+    home: Path
+    environ: dict[str, str]
+    python: str
+    env: str
+    host: str = "testcluster"
+    cancelled: list[str] = field(default_factory=list)
+
+    @property
+    def job_name(self) -> str:
+        return f"devenv-{OWNER}-{self.env}"
+
+    owner = OWNER
+
+    @property
+    def workspace(self) -> Path:
+        """Where the environment's workspace lies (the login node's home, shared with the nodes)."""
+        return Path(os.path.expanduser(f"~/devenv-workspaces/{self.env}"))
+
+    def write_profile(self, **slurm) -> None:
+        settings = {"partition": "debug", "time": "00:10:00", **slurm}
+        lines = "".join(f"  {k}: {v if isinstance(v, int) else repr(str(v))}\n" for k, v in settings.items())
+        (self.home / "profiles" / "hosts" / f"{self.host}.yaml").write_text(textwrap.dedent(f"""\
+            description: the test host's Slurm cluster (login node = the test sshd)
+            ssh:
+              alias: testbox
+            runtime: slurm
+            python: {self.python}
+            default_env: {self.env}
+            slurm:
+            """) + lines)
+        (self.home / "profiles" / "envs" / f"{self.env}.yaml").write_text(textwrap.dedent("""\
+            description: a CPU environment for the Slurm tests (the nodes' python, JupyterLab)
+            image: unused-on-slurm
+            ports:
+              jupyter: 8888
+            gpus: none
+            """))
+
+    def run(self, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+        started = time.monotonic()
+        done = subprocess.run([sys.executable, "-m", "devenv", *args], capture_output=True, text=True,
+                              timeout=timeout, env=self.environ, cwd=REPO, input="")
+        print(f"[{time.monotonic() - started:6.2f}s] devenv {' '.join(args)} -> {done.returncode}")
+        return done
+
+    def service(self):
+        """The Slurm backend in this process, on the login node's connection (as the CLI builds it)."""
+        from devenv.config import hostref
+        from devenv.remote.pool import get_connection
+        from devenv.runtimes.host_runtime import HostRuntime
+        from devenv.schedulers.slurm import Slurm
+        from devenv.services.slurm_env import SlurmEnvironments
+
+        host = hostref.load_host(self.host)
+        conn = get_connection(host)
+        return SlurmEnvironments(host, conn, Slurm(conn, host.name), HostRuntime(conn, host), owner=OWNER)
+
+
+from devenv.services.backend import QuietEvents  # noqa: E402
+
+
+class Events(QuietEvents):
+    """What `up` says while it works, kept for the asserts."""
+
+    def __init__(self):
+        self.steps: list[str] = []
+
+    def step(self, text: str) -> None:
+        print("step:", text)
+        self.steps.append(text)
+
+    def confirm(self, question, diff) -> bool:
+        return True
+
+
+@pytest.fixture
+def cluster(testhost, cluster_python, monkeypatch, tmp_path, request) -> Cluster:  # noqa: F811
+    applied = apply_testhost_env(monkeypatch, testhost.env, tmp_path)
+    monkeypatch.setenv("DEVENV_OWNER", OWNER)
+    home = Path(applied["DEVENV_HOME"])
+    (home / "profiles" / "envs").mkdir(parents=True, exist_ok=True)
+    short = request.node.name.replace("test_", "")[:8].replace("_", "-").strip("-")
+    environ = {k: v for k, v in os.environ.items()}
+    environ.update(applied, DEVENV_OWNER=OWNER, PYTHONUNBUFFERED="1")
+    environ.pop("SSH_AUTH_SOCK", None)
+    c = Cluster(home, environ, cluster_python, f"s{short}-{secrets.token_hex(2)}")
+    c.write_profile()
+    yield c
+    left = live_jobs(c.job_name) + live_jobs("devenv-check") + live_jobs("devenv-sanity")
+    for job in left:
+        subprocess.run(["scancel", job[0]], timeout=30)
+    shutil.rmtree(os.path.expanduser(f"~/.devenv/envs/{OWNER}-{c.env}"), ignore_errors=True)
+    shutil.rmtree(os.path.expanduser(f"~/devenv-workspaces/{c.env}"), ignore_errors=True)
+    assert not left, f"jobs left behind (now cancelled): {left}"
+
+
+def slurm_dir() -> Path:
+    return testhost_dir() / "slurm"
