@@ -133,3 +133,16 @@ def apply_testhost_env(monkeypatch: pytest.MonkeyPatch, env: dict[str, str], tmp
 def use_testhost(testhost, monkeypatch, tmp_path) -> dict[str, str]:
     """Set DEVENV_HOME, DEVENV_SSH_CONFIG, DEVENV_KNOWN_HOSTS to (private copies of) the test host's."""
     return apply_testhost_env(monkeypatch, testhost.env, tmp_path)
+
+
+def jupyterlab_venv(folder: Path) -> str:
+    """A venv in folder with JupyterLab (and, through system site packages, the machine's torch); its python."""
+    import subprocess
+    import sys
+
+    venv = folder / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True, timeout=120)
+    pip = subprocess.run([str(venv / "bin" / "pip"), "install", "-q", "jupyterlab>=4,<5"], capture_output=True,
+                         text=True, timeout=600)
+    assert pip.returncode == 0, pip.stderr
+    return str(venv / "bin" / "python")

@@ -49,9 +49,7 @@ class CommandTunnel(LoopbackForwarder):
         return _start_command(self.conn, self.command_for(f))
 
     def _relay(self, transport: paramiko.Transport, f: Forward) -> paramiko.Channel:
-        channel = transport.open_session(timeout=15)
-        channel.exec_command(self.command_for(f))
-        return channel
+        return _exec(transport, self.command_for(f))
 
     def _open(self, transport: paramiko.Transport, peer: tuple[str, int], f: Forward) -> paramiko.Channel:
         spare = self._spares.pop(f.name, None)
@@ -79,6 +77,10 @@ class CommandTunnel(LoopbackForwarder):
 def _start_command(conn: Connection, command: str) -> paramiko.Channel:
     transport: paramiko.Transport = transport_of(conn)
     no_delay(transport.sock)
+    return _exec(transport, command)
+
+
+def _exec(transport: paramiko.Transport, command: str) -> paramiko.Channel:
     channel = transport.open_session(timeout=15)
     channel.exec_command(command)
     return channel

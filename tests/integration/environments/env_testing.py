@@ -24,7 +24,7 @@ import pytest
 from sshd_fixture import free_port
 
 from devenv.env import spec as envspec
-from testhost import apply_testhost_env, testhost, testhost_env  # noqa: F401  (fixtures, used by name)
+from testhost import apply_testhost_env, jupyterlab_venv, testhost, testhost_env  # noqa: F401  (fixtures, used by name)
 
 REPO = Path(__file__).resolve().parents[3]
 SLIM_IMAGE = "devenv-test/pytorch:slim"
@@ -224,12 +224,7 @@ def podman_slim_image(testhost, tmp_path_factory) -> str:
 @pytest.fixture(scope="session")
 def host_python(tmp_path_factory) -> str:
     """A python on the test host with JupyterLab (and, through system site packages, the machine's torch)."""
-    venv = tmp_path_factory.mktemp("host-runtime") / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True, timeout=120)
-    pip = subprocess.run([str(venv / "bin" / "pip"), "install", "-q", "jupyterlab>=4,<5"], capture_output=True,
-                         text=True, timeout=600)
-    assert pip.returncode == 0, pip.stderr
-    return str(venv / "bin" / "python")
+    return jupyterlab_venv(tmp_path_factory.mktemp("host-runtime"))
 
 
 # --- a GPU host of two replayed H200s on an sshd of our own, GPU 0 held by a real `sleep` (someone else's job) --

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from testhost import apply_testhost_env, testhost, testhost_dir, testhost_env  # noqa: F401  (fixtures)
+from testhost import apply_testhost_env, jupyterlab_venv, testhost, testhost_dir, testhost_env  # noqa: F401  (fixtures)
 
 REPO = Path(__file__).resolve().parents[3]
 OWNER = "t"
@@ -72,12 +72,7 @@ def cluster_python(tmp_path_factory) -> str:
     made = testhost_cluster_python()
     if made:
         return made
-    venv = tmp_path_factory.mktemp("slurm-python") / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True, timeout=120)
-    pip = subprocess.run([str(venv / "bin" / "pip"), "install", "-q", "jupyterlab>=4,<5"], capture_output=True,
-                         text=True, timeout=600)
-    assert pip.returncode == 0, pip.stderr
-    return str(venv / "bin" / "python")
+    return jupyterlab_venv(tmp_path_factory.mktemp("slurm-python"))
 
 
 @dataclass
