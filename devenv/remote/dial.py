@@ -65,6 +65,7 @@ class ProxySocket(socket.socket):
     proc: subprocess.Popen
     command: str
     _stderr: bytearray
+    _watcher: threading.Thread
 
     @classmethod
     def spawn(cls, command: str) -> ProxySocket:
@@ -80,7 +81,8 @@ class ProxySocket(socket.socket):
             theirs.close()
         sock = cls(ours.family, ours.type, fileno=ours.detach())
         sock.proc, sock.command, sock._stderr = proc, command, bytearray()
-        threading.Thread(target=sock._watch, name="devenv-proxycommand", daemon=True).start()
+        sock._watcher = threading.Thread(target=sock._watch, name="devenv-proxycommand", daemon=True)
+        sock._watcher.start()
         return sock
 
     def _watch(self) -> None:
@@ -97,10 +99,14 @@ class ProxySocket(socket.socket):
 
     def exit_report(self, wait: float = 1.0) -> str | None:
         """'exited with code N: <stderr tail>' once the command has ended (waits up to `wait` s), else None."""
+        deadline = time.monotonic() + wait
         try:
             code = self.proc.wait(wait)
         except subprocess.TimeoutExpired:
             return None
+        # the command's exit can come before the watcher has read what it wrote: read to its EOF first (a
+        # child that keeps stderr open is waited for until the deadline only)
+        self._watcher.join(max(0.2, deadline - time.monotonic()))
         tail = " | ".join(self._stderr.decode(errors="replace").strip().splitlines()[-3:])
         how = f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
         return how + (f": {tail}" if tail else " (no error output)")

@@ -463,7 +463,7 @@ class SlurmEnvironments:
             raise DevenvError(f"no environment '{env_name}' on {self.host.name}",
                               f"start it with `devenv up {self.host.name}`")
         if job.phase != "running":
-            if job.phase == "ended":
+            if job.phase in ("ended", "ending"):    # ending: over, Slurm is only stopping its processes
                 raise self._ended(env_name, job)
             raise DevenvError(f"job {job.job_id} for '{env_name}' on {self.host.name} is {job.state.lower()}",
                               f"wait for it: `devenv up {self.host.name}` shows why it waits")

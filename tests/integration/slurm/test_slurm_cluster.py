@@ -151,7 +151,9 @@ def test_time_limit_ends_the_job_while_the_tunnel_is_open(cluster):
     with pytest.raises(JobEnded) as caught:
         svc.running(cluster.env)
     assert caught.value.exit_code == 1 and "raise slurm.time" in caught.value.hint
-    assert not live_jobs(cluster.job_name)
+    # squeue may still say COMPLETING for KillWait seconds (the reason already says TimeLimit): Slurm itself
+    # finishes it, and then nothing of the job is left
+    wait_for(lambda: not live_jobs(cluster.job_name), 60, "Slurm finishing the ended job")
     assert not jupyter_processes(cluster.env)
 
 
