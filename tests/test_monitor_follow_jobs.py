@@ -77,6 +77,45 @@ def test_follower_turns_changes_into_sources_ended_rows_and_drops_the_no_job_row
     assert snap.state == JOB_ENDED and snap.job == b1 and "job 9" in snap.message and "no longer runs" in snap.message
 
 
+class Clock:
+    def __init__(self):
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_an_ended_row_goes_after_a_while_and_the_no_job_row_comes_back():
+    b1, c1 = place("9", "node1"), place("11", "node2")
+    clock = Clock()
+    found = [Source("hpc", CLUSTER, fixed=no_job_snapshot("hpc"))]
+    jobs = FakeJobs([b1], [], [], ConnectError("busy", "retry"), [c1])
+    follower = SourceFollower(found, watches={"hpc": JobWatch(jobs, [])}, clock=clock)
+    assert follower.refresh().gone == ["hpc"]                             # job 9 runs: no-job row out
+    clock.now += 10
+    ended = follower.refresh()                                            # job 9 ended: its row says so
+    assert [s.host for s in ended.ended] == [b1.name] and not ended.added and not ended.gone
+    clock.now += cluster_monitor.ENDED_KEEP_S - 1
+    assert not follower.refresh().gone                                    # still shown
+    clock.now += 1
+    back = follower.refresh()                          # a failed look: the row still goes, the cluster is back
+    assert back.gone == [b1.name]
+    assert [(s.name, s.fixed.state if s.fixed else None) for s in back.added] == [("hpc", NO_JOB)]
+    again = follower.refresh()                                            # a new job: no-job row out again
+    assert [s.name for s in again.added] == [c1.name] and again.gone == ["hpc"]
+
+
+def test_a_cluster_that_had_a_job_at_the_start_gets_its_no_job_row_once_the_job_is_gone():
+    b1 = place("9", "node1")
+    clock = Clock()
+    follower = SourceFollower([Source(b1.name, CLUSTER, place=b1)], watches={"hpc": JobWatch(FakeJobs([], []),
+                                                                                            [b1])}, clock=clock)
+    assert not follower.refresh().added
+    clock.now += cluster_monitor.ENDED_KEEP_S
+    later = follower.refresh()
+    assert later.gone == [b1.name] and [s.name for s in later.added] == ["hpc"]
+
+
 def test_a_follower_of_plain_hosts_follows_nothing():
     box = HostProfile(name="box", source="t")
     assert not SourceFollower([Source("box", box)], watches=None)
@@ -281,3 +320,25 @@ def test_the_cli_stream_follows_a_job_that_starts_and_ends(monkeypatch):
     records = [json.loads(line) for line in result.output.splitlines()]
     seen = [(r["host"], r["state"]) for r in records]
     assert seen == [("hpc", NO_JOB), ("box", "ok"), (b1.name, "ok"), (b1.name, JOB_ENDED)], seen
+
+
+def test_prometheus_drops_an_ended_nodes_series_after_a_while_and_shows_the_no_job_row_again():
+    b1 = place("9", "node1")
+    clock = Clock()
+    live = SamplerSet([FixedSampler(no_job_snapshot("hpc"))])
+    found = [Source("hpc", CLUSTER, fixed=no_job_snapshot("hpc"))]
+    follower = SourceFollower(found, watches={"hpc": JobWatch(FakeJobs([b1], [], []), [])}, clock=clock)
+    follow = SamplerFollower(follower, live, lambda source: monitor_sources.sampler_for(source, 1.0)
+                             if source.fixed else node_sampler(source))
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(DcgmCollector(live))
+
+    def up_lines() -> list[str]:
+        return [ln for ln in generate_latest(registry).decode().splitlines() if ln.startswith("devenv_host_up{")]
+
+    follow.follow_once()
+    follow.follow_once()
+    assert up_lines() == [f'devenv_host_up{{Hostname="{b1.name}",state="{JOB_ENDED}"}} 0.0']
+    clock.now += cluster_monitor.ENDED_KEEP_S
+    follow.follow_once()
+    assert up_lines() == [f'devenv_host_up{{Hostname="hpc",state="{NO_JOB}"}} 0.0']

@@ -104,4 +104,4 @@ say "jupyter processes after down: $(pgrep -fc 'jupyterlab' || true)"
 say "relays after down: $(pgrep -fc -- '--overlap' || true)"
 sacct -a 2>/dev/null | head -3 >/dev/null
 say "total $(( $(date +%s) - T0 )) s"
-grep -h "^=== \|exit=\|verdict:\|kernel:\|job .* node\|URL after\|squeue after" "$OUT/proof.log"
+grep -h "^=== \|exit=\|verdict:\|kernel:\|job .* node\|URL after\|first answer\|squeue after" "$OUT/proof.log"

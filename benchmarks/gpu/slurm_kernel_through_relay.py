@@ -11,6 +11,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from pathlib import Path
 
 # the project's tests/jupyter_client.py, not the jupyter_client package: run from the repo root (or benchmarks/gpu)
@@ -46,6 +47,12 @@ try:
     if not url:
         sys.exit("no Jupyter URL from devenv up")
     print(f"URL after {time.monotonic() - started:.1f} s:", URL.sub("http://127.0.0.1:<port>/lab?token=<hidden>", url))
+    # the URL's first answer: with the tunnel's first relay started while Jupyter starts (UpOptions.relay_ahead)
+    # it comes at once; before, the relay's srun started only with the first connection
+    api = url.split("/lab?")[0] + "/api/status?" + url.split("?", 1)[1]
+    printed = time.monotonic()
+    with urllib.request.urlopen(api, timeout=60) as answer:
+        print(f"first answer {answer.status} {time.monotonic() - printed:.2f} s after the URL was printed")
     with JupyterClient(url, timeout=120) as jc:
         kernel = jc.start_kernel()
         result = jc.execute(kernel, CODE)

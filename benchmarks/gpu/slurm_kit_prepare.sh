@@ -19,7 +19,13 @@ mkdir -p "$(dirname "$exclude")"
 grep -qxF '/.slurmkit/' "$exclude" 2>/dev/null || echo '/.slurmkit/' >>"$exclude"
 
 if [ "${SLURMKIT_SKIP_GPUHOST:-0}" != 1 ]; then
-  (cd "$dest_root" && GPUHOST_WITH_DEPS="jupyterlab ipykernel" "$branch/../../shared/gpu-host/prepare")
+  # shared/ sits beside the lead's checkout (/work/main -> /work/shared), two up from a worktree (/work/wt/NAME)
+  prepare=""
+  for p in "$branch/../shared/gpu-host/prepare" "$branch/../../shared/gpu-host/prepare"; do
+    [ -x "$p" ] && { prepare=$p; break; }
+  done
+  [ -n "$prepare" ] || { echo "no shared/gpu-host/prepare beside $branch" >&2; exit 1; }
+  (cd "$dest_root" && GPUHOST_WITH_DEPS="jupyterlab ipykernel" "$prepare")
 fi
 # already on the H200 machine's python (its image's package list), newer or equal: leave them out
 for n in anyio attrs certifi charset_normalizer h11 httpcore httpx idna jinja2 markdown_it_py markupsafe mdurl \

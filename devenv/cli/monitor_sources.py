@@ -121,9 +121,12 @@ class SourceFollower:
     """The clusters among the sources, each followed by a JobWatch on its login node's connection: so that a
     long-running monitor shows a job started after it, and marks one that ended (services/cluster_monitor)."""
 
-    def __init__(self, found: list[Source], accept_new_host: bool = False, watches: dict | None = None):
+    def __init__(self, found: list[Source], accept_new_host: bool = False, watches: dict | None = None,
+                 clock: Callable[[], float] = time.monotonic):
         from devenv.services.cluster_monitor import JobWatch, job_places
 
+        self._clock = clock
+        self._ended_at: dict[str, tuple[str, float]] = {}    # an ended node's row: (its cluster, when it ended)
         self._no_job = {s.profile.name for s in found if s.fixed is not None and s.fixed.state == "no-job"}
         clusters = {s.profile.name: s.profile for s in found if s.place is not None or s.profile.name in self._no_job}
         self._profiles = clusters
@@ -139,11 +142,14 @@ class SourceFollower:
         return bool(self._watches)
 
     def refresh(self) -> SourceChanges:
-        from devenv.services.cluster_monitor import ended_snapshot
+        """Nodes of new jobs; ended jobs' nodes as job-ended rows, which go ENDED_KEEP_S later; a cluster's
+        no-job row, gone while a job runs and back once no job runs and no ended row is left."""
+        from devenv.services.cluster_monitor import ENDED_KEEP_S, ended_snapshot, no_job_snapshot
 
         added: list[Source] = []
         ended: list[HostSnapshot] = []
         gone: list[str] = []
+        now = self._clock()
         for name, watch in self._watches.items():
             try:
                 changes = watch.refresh()
@@ -151,9 +157,19 @@ class SourceFollower:
                 continue    # a failed look (a busy slurmctld, a lost connection) changes nothing
             added += [Source(p.name, self._profiles[name], place=p) for p in changes.added]
             ended += [ended_snapshot(p) for p in changes.ended]
+            self._ended_at.update({p.name: (name, now) for p in changes.ended})
             if changes.added and name in self._no_job:
                 self._no_job.discard(name)
                 gone.append(name)
+        for host, (_, at) in list(self._ended_at.items()):
+            if now - at >= ENDED_KEEP_S:
+                del self._ended_at[host]
+                gone.append(host)
+        kept = {cluster for cluster, _ in self._ended_at.values()}
+        for name, watch in self._watches.items():
+            if name not in self._no_job and name not in kept and not watch.running:
+                self._no_job.add(name)
+                added.append(Source(name, self._profiles[name], fixed=no_job_snapshot(name)))
         return SourceChanges(added, ended, gone)
 
 
@@ -161,8 +177,8 @@ class SamplerFollower:
     """Keeps the streams' SamplerSet (services/monitor_stream: what --watch --json and --prometheus read) in
     step with the clusters' jobs, every FOLLOW_EVERY_S on a daemon thread, as the TUI's follow worker does:
     a new job's nodes get a started sampler (sampler_factory, sampler_for in the CLI), an ended job's nodes a
-    FixedSampler of their job-ended snapshot (their streams stopped), and a cluster's no-job row goes once a
-    job runs. A failed look (SourceFollower skips it) changes nothing."""
+    FixedSampler of their job-ended snapshot (their streams stopped) and later go, and a cluster's no-job row
+    goes while a job runs. A failed look (SourceFollower skips it) changes nothing."""
 
     def __init__(self, follower: SourceFollower, live: SamplerSet, sampler_factory: Callable[[Source], Any],
                  every: float | None = None):

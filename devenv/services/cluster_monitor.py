@@ -25,6 +25,9 @@ from devenv.schedulers.slurm_step import StepConnection
 from devenv.services.monitor import JOB_ENDED, NO_JOB, HostSnapshot, JobPlace
 
 FOLLOW_EVERY_S = 10.0   # how often a running monitor looks at a cluster's jobs again (one squeue per cluster)
+# how long an ended job's node keeps its job-ended row before it goes: long enough to be read in the TUI, and a
+# monitor left running for days (a Prometheus exporter) does not keep a series for every job it ever saw
+ENDED_KEEP_S = 300.0
 
 
 def job_places(conn: Connection, host: HostProfile, owner: str | None = None) -> list[JobPlace]:
@@ -84,6 +87,11 @@ class JobWatch:
                              [p for name, p in self._known.items() if name not in now])
         self._known = now
         return changes
+
+    @property
+    def running(self) -> bool:
+        """Whether a job ran at the last look that answered."""
+        return bool(self._known)
 
 
 class FixedSampler:
