@@ -23,7 +23,7 @@ import time
 from dataclasses import replace
 
 from devenv.errors import ConnectError, DevenvError
-from devenv.remote import hostkeys, keepalive
+from devenv.remote import hostkeys, keepalive, known_hosts_command
 from devenv.remote.auth import authenticate
 from devenv.remote.sshconfig import ResolvedTarget
 from devenv.remote.sshlib import paramiko
@@ -196,6 +196,7 @@ def _session(sock, hop: ResolvedTarget, accept_new_host: bool) -> paramiko.Trans
         transport.auth_timeout = max(HANDSHAKE_TIMEOUT, hop.connect_timeout)
         known = hostkeys.known_keys(hop.hostname, hop.port, name=hostkeys.lookup_name(hop),
                                     files=hostkeys.hop_files(hop))
+        known += known_hosts_command.run(hop, "ORDER", hop.hostname).keys   # ssh asks it for the order too
         preferred = hostkeys.preferred_key_types(known)
         if preferred:
             options = transport.get_security_options()

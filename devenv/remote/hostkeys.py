@@ -89,20 +89,28 @@ def known_keys(hostname: str, port: int, path: Path | None = None, *, name: str 
             lines = file.read_text(errors="replace").splitlines()
         except (FileNotFoundError, NotADirectoryError, PermissionError, IsADirectoryError):
             continue
-        for line in lines:
-            fields = line.split()
-            if not fields or fields[0].startswith("#"):
-                continue
-            marker = fields.pop(0) if fields[0].startswith("@") else None
-            if marker not in (None, "@revoked", "@cert-authority") or len(fields) < 3:
-                continue
-            try:
-                blob = base64.b64decode(fields[2], validate=True)
-            except (binascii.Error, ValueError):
-                continue
-            if _names_match(fields[0], name):
-                found.append(KnownKey(fields[1], blob, revoked=marker == "@revoked",
-                                      ca=marker == "@cert-authority", source=str(file)))
+        found += entries_for(name, lines, str(file))
+    return found
+
+
+def entries_for(name: str, lines: list[str], source: str) -> list[KnownKey]:
+    """The known_hosts lines (plain, @revoked, @cert-authority) whose host pattern matches name; a malformed
+    line is skipped, never fatal."""
+    found = []
+    for line in lines:
+        fields = line.split()
+        if not fields or fields[0].startswith("#"):
+            continue
+        marker = fields.pop(0) if fields[0].startswith("@") else None
+        if marker not in (None, "@revoked", "@cert-authority") or len(fields) < 3:
+            continue
+        try:
+            blob = base64.b64decode(fields[2], validate=True)
+        except (binascii.Error, ValueError):
+            continue
+        if _names_match(fields[0], name):
+            found.append(KnownKey(fields[1], blob, revoked=marker == "@revoked", ca=marker == "@cert-authority",
+                                  source=source))
     return found
 
 
@@ -127,9 +135,12 @@ def preferred_key_types(known: list[KnownKey]) -> list[str]:
 def verify_hop(hop, key: paramiko.PKey, *, accept_new: bool) -> str:
     """Check the key a hop presented (a paramiko PKey, perhaps carrying a host certificate); raise
     HostKeyError unless trusted. Returns how it was trusted ("known", "certificate", "recorded")."""
+    from devenv.remote import known_hosts_command
+
     name = lookup_name(hop)
     files = hop_files(hop)
-    known = known_keys(hop.hostname, hop.port, name=name, files=files)
+    asked = known_hosts_command.run(hop, "HOSTNAME", name, key)   # after the files, as ssh asks it
+    known = known_keys(hop.hostname, hop.port, name=name, files=files) + asked.keys
     plain_type, blob = key.get_name(), key.asbytes()
     label = f"{hop.label} ({name})"
     presented = f"{short_type(plain_type)} key {fingerprint(blob)}"
@@ -171,9 +182,8 @@ def verify_hop(hop, key: paramiko.PKey, *, accept_new: bool) -> str:
         host_file = f"/etc/ssh/ssh_host_{short_type(plain_type).lower()}_key.pub"
         extra = (" (devenv does not take StrictHostKeyChecking no as consent; say accept-new for this host or "
                  "pass --accept-new-host)") if strict == "no" else ""
-        if _none_or_empty(getattr(hop, "options", {}).get("knownhostscommand")) is not None:
-            extra += (" (devenv does not run KnownHostsCommand: keys it would print must be in a known_hosts "
-                      "file)")
+        if asked.problem:
+            extra += f" ({asked.problem})"
         raise HostKeyError(
             f"host key for {label} is not known: {presented} (looked in {where})",
             "re-run with --accept-new-host to trust and record it (verify the fingerprint with the host's admin "

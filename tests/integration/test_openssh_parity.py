@@ -918,6 +918,45 @@ def test_userknownhostsfile_none_reads_no_user_file(lab, case_dir):
     compare(lab, case_dir, config.format(which="a", strict="accept-new"), "khn-a", expect=False, error="none")
 
 
+def test_knownhostscommand_is_run_as_ssh_runs_it(lab, case_dir):
+    """KnownHostsCommand: the same invocations with the same words as ssh's (ORDER, then HOSTNAME with the
+    presented key's type, fingerprint and base64), its key trusted with no known_hosts file; a command that
+    fails ends the connection on both sides."""
+    log = case_dir / "invocations"
+    command = case_dir / "keys"
+    command.write_text(f'#!/bin/sh\necho "$*" >> {log}\ncat {case_dir}/serve\nexit "$(cat {case_dir}/code)"\n')
+    command.chmod(0o755)
+    (case_dir / "serve").write_text(known_line(lab.servers["a"]))
+    (case_dir / "code").write_text("0")
+    (case_dir / "empty").write_text("")
+    lab.values.update(cmd=str(command), d=str(case_dir))
+    config = """
+        Host khc
+          HostName 127.0.0.1
+          Port {a_port}
+          User root
+          IdentityFile {key_main}
+          UserKnownHostsFile {d}/empty
+          GlobalKnownHostsFile none
+          StrictHostKeyChecking yes
+          KnownHostsCommand {cmd} %I %H %t %f "%K" "%r at %h"
+        """
+    cfg = case_dir / "config"
+    cfg.write_text(lab.fmt(config))
+    assert ssh_outcome(cfg, "khc")[0]
+    by_ssh = log.read_text().splitlines()
+    log.unlink()
+    assert devenv_outcome("khc")[0]
+    by_devenv = log.read_text().splitlines()
+    kind, blob = lab.servers["a"].host_key_pub.read_text().split()[:2]
+    assert by_ssh[-1].startswith(f"HOSTNAME [127.0.0.1]:{lab.servers['a'].port} {kind} SHA256:")
+    assert by_ssh[-1].endswith(f"{blob} root at 127.0.0.1") and any(w.startswith("ORDER") for w in by_ssh)
+    assert by_devenv == by_ssh
+    assert not (case_dir / "empty").read_text()         # nothing recorded, on either side
+    (case_dir / "code").write_text("4")
+    compare(lab, case_dir, config, "khc", expect=False, error="KnownHostsCommand")
+
+
 def test_unknown_keyword_fails_like_ssh_naming_the_line(lab, case_dir):
     kh(lab, case_dir, "a")
     config = """
