@@ -359,3 +359,15 @@ def test_what_the_parser_cannot_do_is_a_clear_error(monkeypatch):
     with pytest.raises(ProfileError) as ei:
         resolve(SSHTarget(alias="x"))
     assert "localnetwork" in ei.value.message and "line 1" in ei.value.message
+
+
+def test_known_hosts_paths_with_spaces_are_one_path_each(monkeypatch, tmp_path):
+    """ssh reads `UserKnownHostsFile "/x/my dir/kh" /x/other` as two files; ssh -G prints them joined by
+    spaces, and devenv split that line at every space (three files, none of them the first)."""
+    spaced = tmp_path / "my  dir"
+    paths.ssh_config_path().write_text(f'Host x\n  UserKnownHostsFile "{spaced}/kh" {tmp_path}/other\n'
+                                       f'  GlobalKnownHostsFile "{spaced}/global"\n')
+    by_ssh, ours = both(SSHTarget(alias="x"), monkeypatch)
+    assert ours == by_ssh
+    assert by_ssh.known_hosts_files == (f"{spaced}/kh", f"{tmp_path}/other")
+    assert by_ssh.global_known_hosts_files == (f"{spaced}/global",)

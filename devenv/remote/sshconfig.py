@@ -254,7 +254,7 @@ def from_options(opts: dict, name: str, label: str, ov: Overrides | None = None)
         known_hosts_files=_known_hosts_files(opts),
         # OpenSSH 9.2 expands only ~ in GlobalKnownHostsFile, and nothing at all in RevokedHostKeys
         global_known_hosts_files=tuple(expand_tilde(p, "GlobalKnownHostsFile")
-                                       for p in str(opts.get("globalknownhostsfile") or "").split()
+                                       for p in file_list(opts.get("globalknownhostsfile"))
                                        if p.lower() != "none"),
         host_key_alias=alias,
         revoked_host_keys=revoked,
@@ -297,7 +297,7 @@ def _refuse_what_devenv_cannot_do(opts: dict, label: str) -> None:
 
 def _known_hosts_files(opts: dict) -> tuple[str, ...]:
     """UserKnownHostsFile's files; () for `none` (no user file at all: only the global ones, as ssh)."""
-    words = str(opts.get("userknownhostsfile") or "").split()
+    words = file_list(opts.get("userknownhostsfile"))
     if words and all(w.lower() == "none" for w in words):
         return ()
     # expanded already (by ssh -G, or our parser); only a ~ is expanded here, for an older ssh
@@ -310,6 +310,22 @@ def _known_hosts_files(opts: dict) -> tuple[str, ...]:
     if not files:
         return (os.path.join(local_home(), ".ssh", "known_hosts"),)
     return tuple(files)
+
+
+def file_list(value) -> list[str]:
+    """A file-list option's paths: a list from devenv's parser, which read the config's quotes; from `ssh -G`
+    a line of paths joined by single spaces, so that a path holding a space comes back in pieces. Every path
+    ssh -G prints there is expanded (absolute; ~ from an older ssh) or `none`: a piece that starts otherwise
+    continues the path before it ("/a/my dir/kh" is one path)."""
+    if isinstance(value, list):
+        return [str(v) for v in value]
+    paths: list[str] = []
+    for piece in str(value or "").strip().split(" "):
+        if paths and not piece.startswith(("/", "~")) and piece.lower() != "none":
+            paths[-1] += " " + piece
+        elif piece:
+            paths.append(piece)
+    return paths
 
 
 # --- tokens --------------------------------------------------------------------------------------------

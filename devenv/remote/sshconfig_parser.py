@@ -28,7 +28,8 @@ from devenv.errors import ProfileError
 _ACCUMULATE = frozenset({"identityfile", "certificatefile", "localforward", "remoteforward", "dynamicforward",
                          "sendenv", "setenv"})
 _RAW_REST = frozenset({"proxycommand", "localcommand", "remotecommand", "knownhostscommand"})
-_MULTI_WORD = frozenset({"userknownhostsfile", "globalknownhostsfile", "canonicaldomains"})
+_MULTI_WORD = frozenset({"canonicaldomains"})
+_FILE_LISTS = frozenset({"userknownhostsfile", "globalknownhostsfile"})   # kept as lists: a path may hold a space
 _MAX_INCLUDE_DEPTH = 16
 # Every keyword OpenSSH 9.2's ssh accepts (probed from its own parser: anything else is "Bad configuration
 # option"), plus the few later releases added, so a config written for a newer ssh is not refused.
@@ -279,6 +280,8 @@ def _set(options: dict, keyword: str, args: list[str], raw: str, host: str, wher
         return
     if keyword in _RAW_REST:
         options[keyword] = raw
+    elif keyword in _FILE_LISTS:
+        options[keyword] = list(args)
     elif keyword in _MULTI_WORD:
         options[keyword] = " ".join(args)
     elif keyword == "hostname":
@@ -480,8 +483,8 @@ def _fill_defaults(options: dict, host: str, user: str, home: str) -> dict:
     out.setdefault("port", "22")
     out.setdefault("identityfile", [f"~/.ssh/id_{k}" for k in ("rsa", "ecdsa", "ecdsa_sk", "ed25519",
                                                                  "ed25519_sk", "xmss", "dsa")])
-    out.setdefault("userknownhostsfile", "~/.ssh/known_hosts ~/.ssh/known_hosts2")
-    out.setdefault("globalknownhostsfile", "/etc/ssh/ssh_known_hosts /etc/ssh/ssh_known_hosts2")
+    out.setdefault("userknownhostsfile", ["~/.ssh/known_hosts", "~/.ssh/known_hosts2"])
+    out.setdefault("globalknownhostsfile", ["/etc/ssh/ssh_known_hosts", "/etc/ssh/ssh_known_hosts2"])
     out.setdefault("stricthostkeychecking", "ask")
     out.setdefault("connecttimeout", "none")
     # ssh's default: no keepalives, or every 300 s in BatchMode (readconf.c fill_default_options)
@@ -491,8 +494,7 @@ def _fill_defaults(options: dict, host: str, user: str, home: str) -> dict:
             out.pop(key)
     tokens = token_table(hostname=str(out["hostname"]), port=int(str(out["port"])), user=str(out["user"]),
                          original=host, alias=out.get("hostkeyalias"))  # type: ignore[arg-type]
-    out["userknownhostsfile"] = " ".join(expand_path(p, tokens, "UserKnownHostsFile")
-                                         for p in str(out["userknownhostsfile"]).split())
+    out["userknownhostsfile"] = [expand_path(p, tokens, "UserKnownHostsFile") for p in out["userknownhostsfile"]]
     if out.get("identityagent") and str(out["identityagent"]).lower() not in ("none", "ssh_auth_sock"):
         out["identityagent"] = expand_path(str(out["identityagent"]), tokens, "IdentityAgent")
     return out

@@ -918,6 +918,36 @@ def test_userknownhostsfile_none_reads_no_user_file(lab, case_dir):
     compare(lab, case_dir, config.format(which="a", strict="accept-new"), "khn-a", expect=False, error="none")
 
 
+def test_known_hosts_files_whose_paths_hold_spaces(lab, case_dir):
+    """`UserKnownHostsFile "{d}/my  dir/kh" {d}/second`: ssh reads both files; devenv split ssh -G's line at
+    each space and found neither (the host's key "not known")."""
+    spaced = case_dir / "my  dir"
+    spaced.mkdir()
+    (spaced / "kh").write_text(known_line(lab.servers["a"]))
+    (case_dir / "second").write_text(known_line(lab.servers["b"]))
+    (spaced / "global").write_text(known_line(lab.servers["b"]))
+    lab.values["d"] = str(case_dir)
+    config = """
+        Host sp-a
+          HostName 127.0.0.1
+          Port {a_port}
+          User root
+          IdentityFile {key_main}
+          UserKnownHostsFile "{d}/my  dir/kh" {d}/second
+          StrictHostKeyChecking yes
+        Host sp-b
+          HostName 127.0.0.1
+          Port {b_port}
+          User root
+          IdentityFile {key_main}
+          UserKnownHostsFile {d}/none-here
+          GlobalKnownHostsFile "{d}/my  dir/global"
+          StrictHostKeyChecking yes
+        """
+    compare(lab, case_dir, config, "sp-a", expect=True)
+    compare(lab, case_dir, config, "sp-b", expect=True)
+
+
 def test_knownhostscommand_is_run_as_ssh_runs_it(lab, case_dir):
     """KnownHostsCommand: the same invocations with the same words as ssh's (ORDER, then HOSTNAME with the
     presented key's type, fingerprint and base64), its key trusted with no known_hosts file; a command that
