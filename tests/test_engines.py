@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from devenv.checks import engine as ec
-from devenv.checks.report import FAIL, PASS, SKIP
+from devenv.checks.report import FAIL, PASS, SKIP, WARN
 from devenv.env import engines
 from devenv.env import spec as envspec
 from devenv.env.spec import ContainerRequest
@@ -90,11 +90,25 @@ def test_choose_engine_auto_prefers_docker_then_podman():
     assert docker.name == "docker" and docker.docker_info and docker.results[0].status == PASS
     podman = ec.choose_engine("auto", Out("", "docker: not found", 127), MISSING, podman_info)
     assert podman.name == "podman"
-    [found] = podman.results
+    found, network = podman.results
     assert found.status == PASS and found.value.startswith("podman 4.3.1 (rootful)")
+    assert network.id == "engine.network"
     assert ec.choose_engine("podman", docker_version, docker_info, podman_info).name == "podman"
     none = ec.choose_engine("auto", Out("", "", 127), MISSING, MISSING)
     assert none.name is None and none.results[0].status == FAIL and "neither docker nor podman" in none.results[0].value
+
+
+def test_podman_says_whether_its_environments_are_out_of_other_containers_reach():
+    """Recorded on the test host before and after slirp4netns was installed: without it podman's CNI bridge lets
+    siblings through, which `check` now says (it said nothing)."""
+    without = ec.choose_engine("podman", MISSING, MISSING, Out((FIX / "podman-4.3.1-info_rootful.json").read_text()))
+    with_slirp = ec.choose_engine("podman", MISSING, MISSING,
+                                  Out((FIX / "podman-4.3.1-info_rootful_slirp4netns.json").read_text()))
+    warn, ok = without.results[-1], with_slirp.results[-1]
+    assert warn.id == ok.id == "engine.network"
+    assert warn.status == WARN and "other containers" in warn.value and "apt install slirp4netns" in warn.remedy
+    assert ok.status == PASS and "/usr/bin/slirp4netns" in ok.value
+    assert without.name == with_slirp.name == "podman"       # a warning, not a refusal
 
 
 def test_podman_without_its_api_service_says_how_to_start_it():

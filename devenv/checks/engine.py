@@ -16,7 +16,7 @@ from typing import Any
 import yaml
 
 from devenv.checks.host import Output, judge_docker, judge_toolkit, parse_docker_json
-from devenv.checks.report import FAIL, PASS, SKIP, CheckResult
+from devenv.checks.report import FAIL, PASS, SKIP, WARN, CheckResult
 from devenv.env import engines
 
 # Where the engines read CDI specs by default; DEVENV_CDI_SPEC_DIRS on the host names others (containers.conf's
@@ -168,7 +168,22 @@ def judge_podman(info: Output) -> list[CheckResult]:
         return [CheckResult("engine", "Container engine", FAIL, f"podman {version} ({mode}), but its API service is "
                             f"not running (no {socket.get('path') or 'socket'})",
                             f"start it: `{start}` (or `podman system service -t 0 &`)", details)]
-    return [CheckResult("engine", "Container engine", PASS, value, None, details)]
+    return [CheckResult("engine", "Container engine", PASS, value, None, details), judge_podman_network(host)]
+
+
+def judge_podman_network(host: dict[str, Any]) -> CheckResult:
+    """With slirp4netns, podman environments sit on no bridge, out of every other container's reach; without it
+    they get a CNI bridge of their own, which podman 4.3 forwards between (docs/environments.md)."""
+    title = "Environment network (podman)"
+    slirp = (host.get("slirp4netns") or {}).get("executable")
+    if slirp:
+        return CheckResult("engine.network", title, PASS, f"slirp4netns ({slirp}): the environment is on no bridge, "
+                           "so no other container can reach it; its ports are published on 127.0.0.1 only")
+    return CheckResult("engine.network", title, WARN, "no slirp4netns: the environment gets a CNI bridge of its "
+                       "own, and other containers on this host can reach its ports there (the Jupyter token and "
+                       "the ssh key still guard them)",
+                       "install slirp4netns on the host (`apt install slirp4netns`, `dnf install slirp4netns`); "
+                       "environments made after that are on no bridge (`devenv down` then `devenv up` moves one)")
 
 
 def judge_gpu_access(engine: str | None, gpu_devices: str, gpus: str, toolkit: Output, cdi_out: Output,

@@ -50,6 +50,8 @@ def test_environment_on_podman_end_to_end(podman_env):
     check = podman_env.run("check", HOST, "--env", env, "--json", check=False)
     engine = next(r for r in json.loads(check.stdout)["checks"] if r["id"] == "engine")
     assert engine["status"] == "pass" and engine["value"].startswith("podman 4.")
+    network = next(r for r in json.loads(check.stdout)["checks"] if r["id"] == "engine.network")
+    assert network["status"] == "pass" and "slirp4netns" in network["value"]    # testhost installs it
 
     # A real Jupyter kernel through devenv's tunnel.
     proc = podman_env.popen("jupyter", HOST, "--env", env)
