@@ -154,7 +154,7 @@ def test_time_limit_ends_the_job_while_the_tunnel_is_open(cluster):
     # squeue may still say COMPLETING for KillWait seconds (the reason already says TimeLimit): Slurm itself
     # finishes it, and then nothing of the job is left
     wait_for(lambda: not live_jobs(cluster.job_name), 60, "Slurm finishing the ended job")
-    assert not jupyter_processes(cluster.env)
+    wait_for(lambda: not jupyter_processes(cluster.env), 30, "the ended job's Jupyter gone")
 
 
 def jupyter_processes(env: str) -> list[str]:
