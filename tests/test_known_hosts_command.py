@@ -104,3 +104,17 @@ def test_bad_quotes_and_unknown_tokens_are_errors_not_a_shell(tmp_path, key):
 
 def test_none_means_no_command(tmp_path, key):
     assert known_hosts_command.run(hop(tmp_path, "none"), "HOSTNAME", "x", key) == known_hosts_command.CommandKeys()
+
+
+def test_a_runaway_command_is_stopped_not_read_into_memory(tmp_path, key, monkeypatch):
+    monkeypatch.setattr(known_hosts_command, "TIMEOUT_S", 5.0)
+    cmd = script(tmp_path, 'exec yes "[gpu.example]:2222 ssh-ed25519 AAAA"\n')
+    with pytest.raises(HostKeyError, match="printed more than 1 MiB"):
+        hostkeys.verify_hop(hop(tmp_path, cmd), key, accept_new=False)
+
+
+def test_a_command_that_hangs_is_stopped_at_the_time_limit(tmp_path, key, monkeypatch):
+    monkeypatch.setattr(known_hosts_command, "TIMEOUT_S", 0.5)
+    cmd = script(tmp_path, "sleep 30\n")
+    with pytest.raises(HostKeyError, match="did not finish within 0.5 s"):
+        hostkeys.verify_hop(hop(tmp_path, cmd), key, accept_new=False)

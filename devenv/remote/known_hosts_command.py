@@ -19,8 +19,11 @@ from __future__ import annotations
 
 import base64
 import os
+import selectors
 import shlex
+import signal
 import subprocess
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -55,21 +58,56 @@ def run(hop: Any, invocation: str, name: str, key: Any = None) -> CommandKeys:
     if not os.path.exists(argv[0]):
         return CommandKeys(problem=f"KnownHostsCommand was not run: {argv[0]} does not exist")
     try:
-        proc = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        raise HostKeyError(f"KnownHostsCommand for {label} did not finish within {TIMEOUT_S:g} s",
-                           f"run it by hand to see why: {template}") from None
+        code, out, err = _run_bounded(argv)
     except OSError as e:      # ssh's child fails to exec and exits 127: the connection ends
         raise HostKeyError(f"KnownHostsCommand for {label} cannot be executed: {e.strerror or e}",
                            f"make {argv[0]} executable, or fix KnownHostsCommand in your ssh config") from None
-    if proc.returncode != 0:
-        how = (f"was killed by signal {-proc.returncode}" if proc.returncode < 0
-               else f"exited with code {proc.returncode}")
-        tail = " | ".join(proc.stderr.decode(errors="replace").strip().splitlines()[-3:])
+    if code is None:
+        raise HostKeyError(f"KnownHostsCommand for {label} did not finish within {TIMEOUT_S:g} s, or printed more "
+                           f"than {_OUTPUT_LIMIT >> 20} MiB (it was stopped)", f"run it by hand to see why: {template}")
+    if code != 0:
+        how = f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
+        tail = " | ".join(err.decode(errors="replace").strip().splitlines()[-3:])
         raise HostKeyError(f"KnownHostsCommand for {label} {how}" + (f": {tail}" if tail else ""),
                            f"ssh ends the connection too; run it by hand to see why: {template}")
-    lines = proc.stdout[:_OUTPUT_LIMIT].decode(errors="replace").splitlines()
+    lines = out.decode(errors="replace").splitlines()
     return CommandKeys(entries_for(name, lines, f"KnownHostsCommand {argv[0]}"))
+
+
+def _run_bounded(argv: list[str]) -> tuple[int | None, bytes, bytes]:
+    """(exit code, stdout, stderr's tail); code None when it ran past TIMEOUT_S or printed more than
+    _OUTPUT_LIMIT, and was killed (a runaway command never fills the laptop's memory)."""
+    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            start_new_session=True)
+    out, err = bytearray(), bytearray()
+    deadline = time.monotonic() + TIMEOUT_S
+    with selectors.DefaultSelector() as sel:
+        sel.register(proc.stdout, selectors.EVENT_READ, out)        # type: ignore[arg-type]
+        sel.register(proc.stderr, selectors.EVENT_READ, err)        # type: ignore[arg-type]
+        while sel.get_map() and time.monotonic() < deadline and len(out) <= _OUTPUT_LIMIT:
+            for ready, _ in sel.select(timeout=max(0.0, deadline - time.monotonic())):
+                chunk = os.read(ready.fd, 65536)
+                if not chunk:
+                    sel.unregister(ready.fileobj)
+                else:
+                    ready.data.extend(chunk)
+                    del err[:-4096]                                  # of stderr only the tail is quoted
+        unread = bool(sel.get_map())
+    try:
+        if unread or len(out) > _OUTPUT_LIMIT:
+            raise subprocess.TimeoutExpired(argv, TIMEOUT_S)
+        proc.wait(max(0.1, deadline - time.monotonic()))
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        proc.wait()
+        return None, b"", b""
+    finally:
+        proc.stdout.close()                                          # type: ignore[union-attr]
+        proc.stderr.close()                                          # type: ignore[union-attr]
+    return proc.returncode, bytes(out), bytes(err)
 
 
 def _argv(template: str, hop: Any, invocation: str, name: str, key: Any, label: str) -> list[str]:
