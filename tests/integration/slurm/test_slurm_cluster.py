@@ -137,7 +137,7 @@ def open_tunnel(svc, env: str):
 
 
 def test_time_limit_ends_the_job_while_the_tunnel_is_open(cluster):
-    cluster.write_profile(time="2")                      # two minutes
+    cluster.write_profile(time="1")                      # one minute: Slurm's smallest
     svc, status, token, _ = up(cluster)
     tunnel, forward, token = open_tunnel(svc, cluster.env)
     try:
