@@ -109,3 +109,13 @@ def test_probe_command_asks_what_the_environment_job_asks_as_single_words():
     assert command.startswith("srun --job-name=devenv-check --nodes=1 --ntasks=1 --time=00:03:00 "
                               "--immediate=30 --quiet --partition=gpu --account=lab --gres=gpu:h200:2 -- sh -c ")
     assert "'echo hi; id'" in command
+
+
+def test_a_controller_that_does_not_answer_is_said_as_such():
+    """Recorded on the test cluster with slurmctld stopped: scontrol's exit 1 and its words, which `check` took
+    for a cluster without partitions ("partition 'debug' does not exist (partitions: none)")."""
+    said = read("scontrol_partitions_controller_down.stderr.txt")
+    down = cc.judge_controller(BatchOutput("scontrol --oneliner show partition", "", said, 1))
+    assert down is not None and down.id == "slurm.controller" and down.status == "fail"
+    assert "Unable to contact slurm controller (connect failure)" in down.value and "slurmctld" in down.remedy
+    assert cc.judge_controller(BatchOutput("scontrol", read("scontrol_partitions_cpu.txt"), "", 0)) is None

@@ -33,6 +33,19 @@ def judge_slurm(version: str | None, detail: str = "") -> CheckResult:
                        {"version": version})
 
 
+def judge_controller(partitions: Output) -> CheckResult | None:
+    """None when Slurm's controller answered the partitions probe. When it did not (slurmctld down, or not
+    reachable from the login node) nothing about partitions or the request can be said: no "partition does not
+    exist" for a cluster that could not be asked."""
+    if partitions.exit_code == 0:
+        return None
+    said = (partitions.stderr or partitions.stdout).strip().splitlines()
+    return CheckResult("slurm.controller", "Slurm's controller", FAIL,
+                       f"it does not answer the login node: {said[-1][:200] if said else f'exit code {partitions.exit_code}'}",
+                       "slurmctld may be down or unreachable from the login node (`sinfo` there says the same); try "
+                       "again later, or ask the cluster's admins")
+
+
 def describe_partition(p: PartitionInfo) -> str:
     states = ", ".join(f"{n} {s}" for s, n in sorted(p.node_states.items())) or "no nodes"
     gpus = (f"GPUs {p.gpus_free}/{p.gpus_total} free" + (f" ({', '.join(sorted(p.gpu_types))})"

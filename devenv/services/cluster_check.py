@@ -112,6 +112,10 @@ def _login_checks(conn: Connection, host: HostProfile,
     add(cc.judge_slurm(version, (out["version"].stderr or out["version"].stdout).strip()[:200]))
     if version is None:
         return None
+    controller_down = cc.judge_controller(out["partitions"])
+    if controller_down is not None:
+        add(controller_down)
+        return None
     partitions = slurm_text.summarize_partitions(slurm_text.parse_records(out["partitions"].stdout),
                                                  slurm_text.parse_records(out["nodes"].stdout))
     for check in cc.judge_partitions(partitions, settings):

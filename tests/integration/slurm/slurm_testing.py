@@ -175,3 +175,17 @@ def cluster(testhost, cluster_python, monkeypatch, tmp_path, request) -> Cluster
 
 def slurm_dir() -> Path:
     return testhost_dir() / "slurm"
+
+
+def restart_slurmctld() -> None:
+    """As testhost/setup starts it (its conf is /etc/slurm's), then wait for both nodes to answer again."""
+    if subprocess.run(["sinfo", "-h"], capture_output=True, timeout=30).returncode != 0:
+        subprocess.run(["slurmctld"], check=True, timeout=60, close_fds=True)
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        states = subprocess.run(["sinfo", "-h", "-N", "-o", "%t"], capture_output=True, text=True,
+                                timeout=30).stdout.split()
+        if len(states) == 2 and all(s in ("idle", "mix", "alloc") for s in states):
+            return
+        time.sleep(1)
+    raise AssertionError("the Slurm nodes did not answer again after slurmctld restarted")

@@ -15,7 +15,7 @@ import time
 import urllib.request
 
 import pytest
-from slurm_testing import Events, live_jobs, slurm_dir, squeue, wait_for
+from slurm_testing import Events, live_jobs, restart_slurmctld, slurm_dir, squeue, wait_for
 
 from devenv.cluster.errors import JobEnded, JobRejected
 
@@ -49,6 +49,28 @@ def test_check_with_an_unknown_partition_fails_and_submits_nothing(cluster):
     request = checks_of(done.stdout)["slurm.request"]
     assert request["status"] == "fail" and "'nope' does not exist" in request["value"] and "debug*" in request["value"]
     assert {j[0] for j in squeue()} == before
+
+
+def test_a_controller_that_does_not_answer_is_named_not_taken_for_a_missing_partition(cluster):
+    """slurmctld stopped: `check` said "partition 'debug' does not exist (partitions: none)"; it now says the
+    controller does not answer (exit 1), and `up` says squeue failed; nothing is submitted either way."""
+    pid_file = slurm_dir() / "slurmctld.pid"
+    os.kill(int(pid_file.read_text().strip()), signal.SIGTERM)
+    wait_for(lambda: subprocess.run(["sinfo", "-h"], capture_output=True, timeout=30).returncode != 0, 30,
+             "slurmctld stopped")
+    try:
+        done = cluster.run("check", cluster.host, "--json")
+        assert done.returncode == 1, done.stdout + done.stderr
+        checks = checks_of(done.stdout)
+        down = checks["slurm.controller"]
+        assert down["status"] == "fail" and "Unable to contact slurm controller" in down["value"], down
+        assert "slurm.request" not in checks and "node.job" not in checks
+        up = cluster.run("up", cluster.host, "--detach")
+        assert up.returncode == 1 and "Unable to contact slurm controller" in up.stderr, up.stderr
+        assert "Traceback" not in done.stderr + up.stderr
+    finally:
+        restart_slurmctld()
+    assert not live_jobs(cluster.job_name)
 
 
 def test_sanity_across_two_nodes_with_gloo(cluster):
