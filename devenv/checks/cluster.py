@@ -40,8 +40,8 @@ def judge_controller(partitions: Output) -> CheckResult | None:
     if partitions.exit_code == 0:
         return None
     said = (partitions.stderr or partitions.stdout).strip().splitlines()
-    return CheckResult("slurm.controller", "Slurm's controller", FAIL,
-                       f"it does not answer the login node: {said[-1][:200] if said else f'exit code {partitions.exit_code}'}",
+    why = said[-1][:200] if said else f"exit code {partitions.exit_code}"
+    return CheckResult("slurm.controller", "Slurm's controller", FAIL, f"it does not answer the login node: {why}",
                        "slurmctld may be down or unreachable from the login node (`sinfo` there says the same); try "
                        "again later, or ask the cluster's admins")
 
