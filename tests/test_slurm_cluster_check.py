@@ -119,3 +119,11 @@ def test_a_controller_that_does_not_answer_is_said_as_such():
     assert down is not None and down.id == "slurm.controller" and down.status == "fail"
     assert "Unable to contact slurm controller (connect failure)" in down.value and "slurmctld" in down.remedy
     assert cc.judge_controller(BatchOutput("scontrol", read("scontrol_partitions_cpu.txt"), "", 0)) is None
+
+
+def test_without_munged_the_cause_is_named_not_slurms_last_line():
+    """Recorded on the test cluster with munged stopped: the last line is only "Protocol authentication error"."""
+    said = read("scontrol_partitions_munge_down.stderr.txt")
+    down = cc.judge_controller(BatchOutput("scontrol --oneliner show partition", "", said, 1))
+    assert down is not None and "Munge encode failed" in down.value and "munged is not running" in down.remedy
+    assert not down.value.count("scontrol: error:")

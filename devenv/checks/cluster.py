@@ -12,7 +12,7 @@ import dataclasses
 from devenv.checks.host import Output
 from devenv.checks.report import FAIL, INFO, PASS, SKIP, WARN, CheckResult
 from devenv.cluster.slurm_job import SlurmSettings
-from devenv.cluster.slurm_text import PartitionInfo
+from devenv.cluster.slurm_text import PartitionInfo, command_failure
 
 # On the compute node: the container tools a cluster may offer inside a job (enroot/pyxis, apptainer).
 CONTAINER_PROBE = ('for b in enroot apptainer singularity; do p=$(command -v "$b" 2>/dev/null) && '
@@ -39,11 +39,9 @@ def judge_controller(partitions: Output) -> CheckResult | None:
     exist" for a cluster that could not be asked."""
     if partitions.exit_code == 0:
         return None
-    said = (partitions.stderr or partitions.stdout).strip().splitlines()
-    why = said[-1][:200] if said else f"exit code {partitions.exit_code}"
-    return CheckResult("slurm.controller", "Slurm's controller", FAIL, f"it does not answer the login node: {why}",
-                       "slurmctld may be down or unreachable from the login node (`sinfo` there says the same); try "
-                       "again later, or ask the cluster's admins")
+    why, hint = command_failure(partitions.stderr or partitions.stdout, partitions.exit_code)
+    return CheckResult("slurm.controller", "Slurm's controller", FAIL, f"the login node cannot ask it: {why}",
+                       hint)
 
 
 def describe_partition(p: PartitionInfo) -> str:

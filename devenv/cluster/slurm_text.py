@@ -207,6 +207,22 @@ def job_from_record(record: dict[str, str]) -> Job:
     )
 
 
+def command_failure(text: str, exit_code: int) -> tuple[str, str]:
+    """(what a failed Slurm command said, what to do). Slurm prints its cause before its summary: without
+    munged the last line is only "Protocol authentication error", the line before says Munge."""
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    munge = next((ln for ln in lines if "munge" in ln.lower() and "failed" in ln.lower()), None)
+    if munge:
+        return (re.sub(r"^\w+: error: ", "", munge)[:200],
+                "Slurm's commands on the login node cannot authenticate: munged is not running there (or its key "
+                "is not the cluster's); start munged, or ask the cluster's admins")
+    said = " ".join(lines[-2:])[:300] or f"exit code {exit_code}"
+    if "unable to contact slurm controller" in said.lower():
+        return said, ("slurmctld is down or unreachable from the login node (`sinfo` there says the same); try "
+                      "again later, or ask the cluster's admins")
+    return said, "is Slurm reachable from the login node? try `sinfo` there by hand"
+
+
 def parse_sbatch(text: str) -> str:
     """`sbatch --parsable` prints 'JOBID' or 'JOBID;CLUSTER'; anything else is not a submitted job."""
     for line in text.splitlines():

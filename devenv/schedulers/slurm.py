@@ -146,9 +146,8 @@ class Slurm:
         return result
 
     def _failed(self, command: str, result: Result) -> DevenvError:
-        tail = (result.stderr or result.stdout).strip().splitlines()[-2:]
-        return DevenvError(f"`{command.split()[0]}` failed on {self.host}: {' '.join(tail) or result.exit_code}",
-                           "is Slurm reachable from the login node? try `sinfo` there by hand")
+        said, hint = slurm_text.command_failure(result.stderr or result.stdout, result.exit_code)
+        return DevenvError(f"`{command.split()[0]}` failed on {self.host}: {said}", hint)
 
     def _rejected(self, request: JobRequest, result: Result) -> JobRejected:
         lines = [ln.strip() for ln in (result.stderr + result.stdout).splitlines() if ln.strip()]
