@@ -166,6 +166,8 @@ def verify_hop(hop, key: paramiko.PKey, *, accept_new: bool) -> str:
     trusted = [k for k in known if not k.revoked and not k.ca]
     if any(k.blob == blob for k in trusted):
         return "known"
+    if _known_without_port(hop, files, plain_type, blob, trusted, label, presented):
+        return "known"
     where = ", ".join(str(f) for f in files[:2]) or "no known_hosts file (UserKnownHostsFile none)"
     if trusted:
         same_type = [k for k in trusted if k.key_type == plain_type] or trusted
@@ -197,6 +199,22 @@ def verify_hop(hop, key: paramiko.PKey, *, accept_new: bool) -> str:
     hashed = str(getattr(hop, "options", {}).get("hashknownhosts", "no")).lower() in ("yes", "true")
     record(name, plain_type, blob, own[0], hashed=hashed)
     return "recorded"
+
+
+def _known_without_port(hop, files: list[Path], key_type: str, blob: bytes, trusted: list[KnownKey], label: str,
+                        presented: str) -> bool:
+    """ssh's second look for a host on a port other than 22 (sshconnect.c, "checking without port
+    identifier"): with no HostKeyAlias and no key of this type known as [host]:port, an entry for the bare host
+    name with this very key lets it in. Only the files are read again (not KnownHostsCommand), nothing is
+    recorded, and a different key there is no "changed" key, as in ssh (the key stays unknown)."""
+    if getattr(hop, "host_key_alias", None) or hop.port == 22 or any(k.key_type == key_type for k in trusted):
+        return False
+    bare = known_keys(hop.hostname, 22, name=hop.hostname.lower(), files=files)
+    for k in bare:
+        if k.revoked and k.blob == blob:
+            raise HostKeyError(f"host key for {label} is marked @revoked in {k.source}: {presented}",
+                               "do not connect; ask the host's admin for the current key")
+    return any(not k.revoked and not k.ca and k.blob == blob for k in bare)
 
 
 def verify(label: str, hostname: str, port: int, key_type: str, blob: bytes, *, accept_new: bool,

@@ -918,6 +918,33 @@ def test_userknownhostsfile_none_reads_no_user_file(lab, case_dir):
     compare(lab, case_dir, config.format(which="a", strict="accept-new"), "khn-a", expect=False, error="none")
 
 
+@pytest.mark.parametrize("case", ["the_key", "another_key", "with_hostkeyalias", "port_entry_differs"])
+def test_a_bare_host_entry_serves_a_host_on_another_port_as_in_ssh(lab, case_dir, case):
+    """ssh's "checking without port identifier": for a host on a port other than 22, with no HostKeyAlias and
+    no key of the type known as [host]:port, an entry for the bare host name with this very key lets it in
+    (devenv said "not known"); another key there does not, nor does it with a HostKeyAlias, and a different
+    key known as [host]:port is still a changed key."""
+    a, b = lab.servers["a"], lab.servers["b"]
+    lines = {"the_key": known_line(a, "127.0.0.1"), "another_key": known_line(b, "127.0.0.1"),
+             "with_hostkeyalias": known_line(a, "127.0.0.1"),
+             "port_entry_differs": known_line(b, f"[127.0.0.1]:{a.port}") + known_line(a, "127.0.0.1")}
+    path = case_dir / "known_hosts"
+    path.write_text(lines[case])
+    lab.values["kh"] = str(path)
+    alias = "  HostKeyAlias somealias\n" if case == "with_hostkeyalias" else ""
+    compare(lab, case_dir, """
+        Host bare
+          HostName 127.0.0.1
+          Port {a_port}
+          User root
+          IdentityFile {key_main}
+          UserKnownHostsFile {kh}
+          GlobalKnownHostsFile none
+          StrictHostKeyChecking yes
+        """ + alias, "bare", expect=case == "the_key",
+            error={"port_entry_differs": "changed"}.get(case, "not known"))
+
+
 def test_known_hosts_files_whose_paths_hold_spaces(lab, case_dir):
     """`UserKnownHostsFile "{d}/my  dir/kh" {d}/second`: ssh reads both files; devenv split ssh -G's line at
     each space and found neither (the host's key "not known")."""
