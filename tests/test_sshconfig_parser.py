@@ -371,3 +371,23 @@ def test_known_hosts_paths_with_spaces_are_one_path_each(monkeypatch, tmp_path):
     assert ours == by_ssh
     assert by_ssh.known_hosts_files == (f"{spaced}/kh", f"{tmp_path}/other")
     assert by_ssh.global_known_hosts_files == (f"{spaced}/global",)
+
+
+@pytest.mark.parametrize("lines", [
+    "",
+    "  Ciphers +aes128-cbc\n  MACs ^hmac-sha1\n",
+    "  KexAlgorithms -*sha1*,diffie-hellman-group14-sha256\n  HostKeyAlgorithms -*-cert-v01@openssh.com\n",
+    "  Ciphers aes256-ctr,aes128-ctr\n  KexAlgorithms -*\n",
+])
+def test_algorithm_lists_resolve_as_ssh_G_prints_them(monkeypatch, tmp_path, lines):
+    """The parser's KexAlgorithms, Ciphers, MACs and HostKeyAlgorithms (what devenv's transport offers) are
+    ssh -G's, with the +, - and ^ forms resolved against OpenSSH 9.2's defaults."""
+    from devenv.remote import sshconfig_parser
+    from devenv.remote.algorithms import OPENSSH_DEFAULTS
+    from devenv.remote.sshconfig import Overrides
+
+    paths.ssh_config_path().write_text("Host x\n" + lines)
+    printed = ssh_g.query([], "x", str(paths.ssh_config_path()))
+    ours = sshconfig_parser.lookup("x", Overrides(), paths.ssh_config_path())
+    for keyword in OPENSSH_DEFAULTS:
+        assert ours[keyword] == printed[keyword], keyword

@@ -23,7 +23,7 @@ import time
 from dataclasses import replace
 
 from devenv.errors import ConnectError, DevenvError
-from devenv.remote import hostkeys, keepalive, known_hosts_command
+from devenv.remote import algorithms, hostkeys, keepalive, known_hosts_command
 from devenv.remote.auth import authenticate
 from devenv.remote.sshconfig import ResolvedTarget
 from devenv.remote.sshlib import paramiko
@@ -198,11 +198,16 @@ def _session(sock, hop: ResolvedTarget, accept_new_host: bool) -> paramiko.Trans
                                     files=hostkeys.hop_files(hop))
         known += known_hosts_command.run(hop, "ORDER", hop.hostname).keys   # ssh asks it for the order too
         preferred = hostkeys.preferred_key_types(known)
-        if preferred:
-            options = transport.get_security_options()
-            # paramiko appends the certificate variants itself (preferred_keys); list them to reorder them
-            offered = [k for k in transport.preferred_keys if k.count("-cert-v01@") <= 1]
-            options.key_types = [k for k in preferred if k in offered] + [k for k in offered if k not in preferred]
+        security = transport.get_security_options()
+        config = getattr(hop, "options", None) or {}
+        # what the user's ssh would offer, less what paramiko lacks (remote/algorithms.py)
+        security.kex = algorithms.narrowed(config, "kexalgorithms", security.kex, hop.label)
+        security.ciphers = algorithms.narrowed(config, "ciphers", security.ciphers, hop.label)
+        security.digests = algorithms.narrowed(config, "macs", security.digests, hop.label)
+        # paramiko appends the certificate variants itself (preferred_keys); list them to reorder them
+        offered = algorithms.narrowed(config, "hostkeyalgorithms",
+                                      [k for k in transport.preferred_keys if k.count("-cert-v01@") <= 1], hop.label)
+        security.key_types = [k for k in preferred if k in offered] + [k for k in offered if k not in preferred]
         done = threading.Event()
         limit = max(HANDSHAKE_TIMEOUT, hop.connect_timeout)
         try:

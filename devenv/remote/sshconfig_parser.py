@@ -492,6 +492,10 @@ def _fill_defaults(options: dict, host: str, user: str, home: str) -> dict:
     for key in ("proxycommand", "proxyjump"):
         if str(out.get(key, "")).lower() == "none":
             out.pop(key)
+    from devenv.remote import algorithms
+
+    for key in algorithms.OPENSSH_DEFAULTS:    # final lists, as ssh -G prints them
+        out[key] = algorithms.resolve(key, out.get(key))
     tokens = token_table(hostname=str(out["hostname"]), port=int(str(out["port"])), user=str(out["user"]),
                          original=host, alias=out.get("hostkeyalias"))  # type: ignore[arg-type]
     out["userknownhostsfile"] = [expand_path(p, tokens, "UserKnownHostsFile") for p in out["userknownhostsfile"]]

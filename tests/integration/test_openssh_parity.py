@@ -945,6 +945,70 @@ def test_a_bare_host_entry_serves_a_host_on_another_port_as_in_ssh(lab, case_dir
             error={"port_entry_differs": "changed"}.get(case, "not known"))
 
 
+@pytest.fixture(scope="module")
+def legacy_server(lab):
+    """An sshd that speaks only a CBC cipher: OpenSSH 9.2's client offers none by default (paramiko does)."""
+    server = SSHD(lab.root / "legacy", authorized_keys=[lab.keys["main"].public],
+                  extra_config="Ciphers aes128-cbc").start()
+    server.workdir.chmod(0o755)
+    server.authorized_keys_path.chmod(0o644)
+    yield server
+    server.stop()
+
+
+ALGORITHM_CASES = {
+    # name: (server, the Host block's algorithm line, does ssh connect)
+    "a_cbc_only_server_is_refused_by_default": ("legacy", "", False),
+    "plus_cbc_in_the_config_reaches_it": ("legacy", "Ciphers +aes128-cbc", True),
+    "hostkeyalgorithms_without_the_servers_key_type": ("a", "HostKeyAlgorithms rsa-sha2-512,rsa-sha2-256", False),
+    "one_kex_the_server_has": ("a", "KexAlgorithms diffie-hellman-group14-sha256", True),
+    "minus_every_kex_the_server_has": ("a", "KexAlgorithms -*", False),
+    "macs_narrowed_with_caret": ("a", "MACs ^hmac-sha2-512", True),
+}
+
+
+@pytest.mark.parametrize("case", sorted(ALGORITHM_CASES))
+def test_algorithm_lists_are_the_ones_ssh_offers(lab, case_dir, legacy_server, case):
+    """devenv offers what the user's ssh would offer (KexAlgorithms, Ciphers, MACs, HostKeyAlgorithms, with
+    their +, - and ^ forms), not paramiko's longer defaults: it reached a CBC-only server that ssh refuses, and
+    ignored a HostKeyAlgorithms that leaves out the server's key type."""
+    which, line, expect = ALGORITHM_CASES[case]
+    server = legacy_server if which == "legacy" else lab.servers["a"]
+    path = case_dir / "known_hosts"
+    path.write_text(known_line(server))
+    lab.values.update(kh=str(path), port=str(server.port))
+    config = """
+        Host alg
+          HostName 127.0.0.1
+          Port {port}
+          User root
+          IdentityFile {key_main}
+          UserKnownHostsFile {kh}
+          StrictHostKeyChecking yes
+        """ + (f"  {line}\n" if line else "")
+    compare(lab, case_dir, config, "alg", expect=expect, error="" if expect else "")
+
+
+def test_an_algorithm_list_devenv_cannot_speak_is_refused_before_dialling(lab, case_dir):
+    """Where devenv differs: `Ciphers chacha20-poly1305@openssh.com` alone suits ssh, but paramiko has no
+    chacha20; devenv says so (exit 2, naming the option) instead of offering other ciphers."""
+    kh(lab, case_dir, "a")
+    cfg = case_dir / "config"
+    cfg.write_text(lab.fmt("""
+        Host cc
+          HostName 127.0.0.1
+          Port {a_port}
+          User root
+          IdentityFile {key_main}
+          UserKnownHostsFile {kh}
+          Ciphers chacha20-poly1305@openssh.com
+        """))
+    assert ssh_outcome(cfg, "cc")[0]
+    ok, err = devenv_outcome("cc")
+    assert not ok and isinstance(err, ProfileError) and err.exit_code == 2
+    assert "Ciphers chacha20-poly1305@openssh.com" in err.message and "aes128-ctr" in err.hint
+
+
 def test_known_hosts_files_whose_paths_hold_spaces(lab, case_dir):
     """`UserKnownHostsFile "{d}/my  dir/kh" {d}/second`: ssh reads both files; devenv split ssh -G's line at
     each space and found neither (the host's key "not known")."""
