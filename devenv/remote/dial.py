@@ -142,7 +142,7 @@ def _connect(hop: ResolvedTarget, via: paramiko.Transport | None, via_hop: Resol
                                "fix ProxyCommand in your ssh config (or set ProxyCommand none)") from None
     family = _ADDRESS_FAMILIES.get(str(hop.options.get("addressfamily") or "any").lower(), socket.AF_UNSPEC)
     try:
-        return _tcp_connect(hop, family)
+        return _tcp_connect_attempts(hop, family)
     except socket.gaierror:
         only = {socket.AF_INET: " as IPv4 (AddressFamily inet)",
                 socket.AF_INET6: " as IPv6 (AddressFamily inet6)"}.get(family, "")
@@ -163,6 +163,25 @@ def _connect(hop: ResolvedTarget, via: paramiko.Transport | None, via_hop: Resol
 
 
 _ADDRESS_FAMILIES = {"inet": socket.AF_INET, "inet6": socket.AF_INET6}
+
+
+def _tcp_connect_attempts(hop: ResolvedTarget, family: int) -> socket.socket:
+    """ConnectionAttempts as ssh makes them: the name resolved once, then up to N connects (each bounded by
+    ConnectTimeout), a second apart; the last failure is the one said."""
+    try:
+        attempts = min(100, max(1, int(str(hop.options.get("connectionattempts") or 1))))
+    except ValueError:
+        attempts = 1
+    for attempt in range(attempts):
+        try:
+            return _tcp_connect(hop, family)
+        except socket.gaierror:
+            raise
+        except OSError:
+            if attempt == attempts - 1:
+                raise
+            time.sleep(1)
+    raise AssertionError("unreachable")
 
 
 def _tcp_connect(hop: ResolvedTarget, family: int) -> socket.socket:

@@ -1009,6 +1009,40 @@ def test_an_algorithm_list_devenv_cannot_speak_is_refused_before_dialling(lab, c
     assert "Ciphers chacha20-poly1305@openssh.com" in err.message and "aes128-ctr" in err.hint
 
 
+def test_connectionattempts_waits_for_a_server_that_comes_up_late(lab, case_dir):
+    """ConnectionAttempts 4: ssh tries the connect again a second apart, so a server that starts listening
+    1.5 s later is reached; with one attempt (the default) it is refused. devenv tried once whatever the
+    config said."""
+    late = SSHD(case_dir / "late", authorized_keys=[lab.keys["main"].public])
+    late.workdir.chmod(0o755)
+    late.authorized_keys_path.chmod(0o644)
+    (case_dir / "known_hosts").write_text(known_line(late))
+    lab.values.update(kh=str(case_dir / "known_hosts"), late_port=str(late.port))
+    cfg = case_dir / "config"
+    config = """
+        Host late
+          HostName 127.0.0.1
+          Port {late_port}
+          User root
+          IdentityFile {key_main}
+          UserKnownHostsFile {kh}
+          ConnectionAttempts {attempts}
+        """
+    outcomes = []
+    for attempts in (4, 1):
+        cfg.write_text(lab.fmt(config.replace("{attempts}", str(attempts))))
+        for client in (lambda: ssh_outcome(cfg, "late")[0], lambda: devenv_outcome("late")[0]):
+            timer = threading.Timer(1.5, late.start)
+            timer.start()
+            try:
+                outcomes.append((attempts, client()))
+            finally:
+                timer.join()
+                late.stop()
+                close_all()
+    assert outcomes == [(4, True), (4, True), (1, False), (1, False)]
+
+
 def test_known_hosts_files_whose_paths_hold_spaces(lab, case_dir):
     """`UserKnownHostsFile "{d}/my  dir/kh" {d}/second`: ssh reads both files; devenv split ssh -G's line at
     each space and found neither (the host's key "not known")."""
