@@ -186,6 +186,9 @@ def verify_hop(hop, key: paramiko.PKey, *, accept_new: bool) -> str:
                  "pass --accept-new-host)") if strict == "no" else ""
         if asked.problem:
             extra += f" ({asked.problem})"
+        if str(getattr(hop, "options", {}).get("nohostauthenticationforlocalhost", "")).lower() in ("yes", "true"):
+            extra += (" (devenv checks a localhost key too: it does not take NoHostAuthenticationForLocalhost yes, "
+                      "where another local user's sshd on that port would go unnoticed)")
         raise HostKeyError(
             f"host key for {label} is not known: {presented} (looked in {where})",
             "re-run with --accept-new-host to trust and record it (verify the fingerprint with the host's admin "

@@ -1043,6 +1043,29 @@ def test_connectionattempts_waits_for_a_server_that_comes_up_late(lab, case_dir)
     assert outcomes == [(4, True), (4, True), (1, False), (1, False)]
 
 
+def test_nohostauthenticationforlocalhost_is_not_taken_by_devenv(lab, case_dir):
+    """Where devenv differs: ssh skips the host-key check for a loopback address under
+    NoHostAuthenticationForLocalhost yes; devenv still checks the key, and its hint says why."""
+    (case_dir / "empty").write_text("")
+    lab.values["d"] = str(case_dir)
+    cfg = case_dir / "config"
+    cfg.write_text(lab.fmt("""
+        Host lo
+          HostName 127.0.0.1
+          Port {a_port}
+          User root
+          IdentityFile {key_main}
+          UserKnownHostsFile {d}/empty
+          GlobalKnownHostsFile none
+          StrictHostKeyChecking yes
+          NoHostAuthenticationForLocalhost yes
+        """))
+    assert ssh_outcome(cfg, "lo")[0]
+    ok, err = devenv_outcome("lo")
+    assert not ok and err is not None and "not known" in err.message
+    assert "NoHostAuthenticationForLocalhost" in err.hint and not (case_dir / "empty").read_text()
+
+
 def test_known_hosts_files_whose_paths_hold_spaces(lab, case_dir):
     """`UserKnownHostsFile "{d}/my  dir/kh" {d}/second`: ssh reads both files; devenv split ssh -G's line at
     each space and found neither (the host's key "not known")."""
