@@ -31,9 +31,13 @@ OPENSSH_DEFAULTS = {
                          "rsa-sha2-512-cert-v01@openssh.com,rsa-sha2-256-cert-v01@openssh.com,ssh-ed25519,"
                          "ecdsa-sha2-nistp256,ecdsa-sha2-nistp384,ecdsa-sha2-nistp521,sk-ssh-ed25519@openssh.com,"
                          "sk-ecdsa-sha2-nistp256@openssh.com,rsa-sha2-512,rsa-sha2-256",
+    # which signatures of a CA devenv accepts on a host certificate (hostkeys: not SHA-1 RSA, as ssh 9.2)
+    "casignaturealgorithms": "ssh-ed25519,ecdsa-sha2-nistp256,ecdsa-sha2-nistp384,ecdsa-sha2-nistp521,"
+                             "sk-ssh-ed25519@openssh.com,sk-ecdsa-sha2-nistp256@openssh.com,rsa-sha2-512,"
+                             "rsa-sha2-256",
 }
 SPELLING = {"kexalgorithms": "KexAlgorithms", "ciphers": "Ciphers", "macs": "MACs",
-            "hostkeyalgorithms": "HostKeyAlgorithms"}
+            "hostkeyalgorithms": "HostKeyAlgorithms", "casignaturealgorithms": "CASignatureAlgorithms"}
 
 
 def resolve(keyword: str, value: str | None) -> str:

@@ -153,21 +153,26 @@ def verify_hop(hop, key: paramiko.PKey, *, accept_new: bool) -> str:
         if any(k.blob == candidate for k in revoked):
             raise HostKeyError(f"host key for {label} is marked @revoked in {revoked[0].source}: {presented}",
                                "do not connect; ask the host's admin for the current key")
+    cert_problem = None
     if cert is not None:
         cas = [k for k in known if k.ca and k.blob == cert.ca_blob]
-        if cas:  # a CA we trust signed it: the certificate must be valid, else refuse (as ssh does)
+        if cas:  # a CA we trust signed it: valid, it is trusted; invalid, only the plain key may be (as in ssh)
+            from devenv.remote import algorithms
+
             principal = hop.host_key_alias or hop.hostname
-            problem = cert.problem(principal)
-            if problem:
-                raise HostKeyError(f"host certificate of {label} is invalid: {problem}",
-                                   "ask the host's admin to re-sign the host key (ssh-keygen -s CA -h -n NAME)")
-            return "certificate"
-        # no matching CA: judge the plain key inside the certificate, as ssh does
+            cert_problem = cert.problem(principal, algorithms.allowed(getattr(hop, "options", None) or {},
+                                                                      "casignaturealgorithms"))
+            if not cert_problem:
+                return "certificate"
+        # no matching CA, or an invalid certificate: judge the plain key inside it, as ssh does
     trusted = [k for k in known if not k.revoked and not k.ca]
     if any(k.blob == blob for k in trusted):
         return "known"
     if _known_without_port(hop, files, plain_type, blob, trusted, label, presented):
         return "known"
+    if cert_problem and not trusted:
+        raise HostKeyError(f"host certificate of {label} is invalid: {cert_problem}",
+                           "ask the host's admin to re-sign the host key (ssh-keygen -s CA -h -n NAME)")
     where = ", ".join(str(f) for f in files[:2]) or "no known_hosts file (UserKnownHostsFile none)"
     if trusted:
         same_type = [k for k in trusted if k.key_type == plain_type] or trusted
@@ -329,9 +334,13 @@ class HostCert:
     valid_before: int
     ca_blob: bytes
     signature_ok: bool
+    signature_type: str = ""
 
-    def problem(self, principal: str) -> str | None:
+    def problem(self, principal: str, signature_types: list[str] | None = None) -> str | None:
         now = int(time.time())
+        if signature_types is not None and self.signature_type not in signature_types:
+            return (f"its CA signed it with {self.signature_type}, which CASignatureAlgorithms does not allow "
+                    "(OpenSSH refuses SHA-1 RSA signatures by default)")
         if not self.signature_ok:
             return "its signature does not verify against the CA key"
         if self.cert_type != 2:
@@ -384,10 +393,31 @@ def parse_cert(blob: bytes) -> HostCert | None:
         signature = m.get_binary()
         ca_type = paramiko.Message(ca_blob).get_text()
         ca = paramiko.PKey.from_type_string(ca_type, ca_blob)
-        ok = bool(ca.verify_ssh_sig(signed, paramiko.Message(signature)))
+        signature_type = paramiko.Message(signature).get_text()
+        ok = bool(ca.verify_ssh_sig(signed, paramiko.Message(signature))) or _sha1_rsa_ok(ca, signed, signature)
     except Exception:  # a malformed certificate is simply not trusted through its CA
         return None
-    return HostCert(kind, key_id, tuple(principals), valid_after, valid_before, ca_blob, ok)
+    return HostCert(kind, key_id, tuple(principals), valid_after, valid_before, ca_blob, ok, signature_type)
+
+
+def _sha1_rsa_ok(ca: paramiko.PKey, signed: bytes, signature: bytes) -> bool:
+    """A CA's `ssh-rsa` (SHA-1) signature, which paramiko no longer verifies: checked here so that a config
+    allowing it (`CASignatureAlgorithms +ssh-rsa`) gets what ssh gives; without that, problem() refuses it."""
+    from cryptography.exceptions import InvalidSignature
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.asymmetric import padding, rsa
+
+    m = paramiko.Message(signature)
+    key = getattr(ca, "key", None)
+    if m.get_text() != "ssh-rsa" or not isinstance(key, rsa.RSAPublicKey):
+        return False
+    sign = m.get_binary()
+    sign = b"\x00" * max(0, (key.key_size + 7) // 8 - len(sign)) + sign
+    try:
+        key.verify(sign, signed, padding.PKCS1v15(), hashes.SHA1())  # noqa: S303 - only where the config allows it
+    except InvalidSignature:
+        return False
+    return True
 
 
 # --- host patterns ------------------------------------------------------------------------------------

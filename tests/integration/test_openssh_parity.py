@@ -314,6 +314,9 @@ def _ca_line(lab: Lab, pattern: str) -> str:
 HOST_CERTIFICATES = {
     "from_a_cert_authority": ("", (), True, ""),
     "for_another_name_is_refused": ("*", ("HostKeyAlias not-a-principal",), False, "certificate"),
+    # ssh falls back to the plain key inside an invalid certificate (sshconnect.c: "Retry with plain key");
+    # devenv refused it outright
+    "for_another_name_but_its_plain_key_is_known": ("*", ("HostKeyAlias not-a-principal",), True, ""),
 }
 
 
@@ -321,13 +324,48 @@ HOST_CERTIFICATES = {
 def test_host_certificate(lab, case_dir, case):
     pattern, lines, expect, error = HOST_CERTIFICATES[case]
     path = case_dir / "known_hosts"
-    path.write_text(_ca_line(lab, pattern or f"[127.0.0.1]:{lab.servers['cert'].port}"))
+    plain = known_line(lab.servers["cert"], "not-a-principal") if "plain_key" in case else ""
+    path.write_text(_ca_line(lab, pattern or f"[127.0.0.1]:{lab.servers['cert'].port}") + plain)
     lab.values["kh"] = str(path)
     host = f"hc-{case.replace('_', '-')}"
     compare(lab, case_dir, "\n".join([
         f"Host {host}", "  HostName 127.0.0.1", "  Port {cert_port}", "  User root", "  IdentityFile {key_main}",
         *(f"  {line}" for line in lines), "  UserKnownHostsFile {kh}", "  StrictHostKeyChecking yes"]) + "\n",
         host, expect=expect, error=error)
+
+
+def test_a_host_certificate_signed_with_sha1_rsa_is_not_trusted_through_its_ca(lab, case_dir):
+    """OpenSSH 9.2 takes no SHA-1 RSA signature from a CA (CASignatureAlgorithms); devenv trusted any signature
+    paramiko could verify. `CASignatureAlgorithms +ssh-rsa` lets it in on both sides."""
+    ca = case_dir / "rsa_ca"
+    subprocess.run(["ssh-keygen", "-q", "-t", "rsa", "-b", "2048", "-N", "", "-f", str(ca)], check=True)
+    server = SSHD(case_dir / "sha1", authorized_keys=[lab.keys["main"].public])
+    subprocess.run(["ssh-keygen", "-q", "-s", str(ca), "-t", "ssh-rsa", "-I", "sha1", "-h", "-n", "127.0.0.1",
+                    "-V", "-5m:+1h", str(server.host_key_pub)], check=True, capture_output=True)
+    cert = server.host_key_pub.with_name(server.host_key_pub.name.removesuffix(".pub") + "-cert.pub")
+    assert "ssh-rsa" in subprocess.run(["ssh-keygen", "-L", "-f", str(cert)], capture_output=True,
+                                       text=True).stdout.split("Signing CA:")[1].split("\n")[0]
+    server.config_path.write_text(server.config_path.read_text() + f"HostCertificate {cert}\n")
+    server.workdir.chmod(0o755)
+    server.authorized_keys_path.chmod(0o644)
+    server.start()
+    try:
+        kind, blob = (case_dir / "rsa_ca.pub").read_text().split()[:2]
+        (case_dir / "known_hosts").write_text(f"@cert-authority * {kind} {blob}\n")
+        lab.values.update(kh=str(case_dir / "known_hosts"), sha1_port=str(server.port))
+        config = """
+            Host sha1
+              HostName 127.0.0.1
+              Port {sha1_port}
+              User root
+              IdentityFile {key_main}
+              UserKnownHostsFile {kh}
+              StrictHostKeyChecking yes
+            """
+        compare(lab, case_dir, config, "sha1", expect=False, error="CASignatureAlgorithms")
+        compare(lab, case_dir, config + "  CASignatureAlgorithms +ssh-rsa\n", "sha1", expect=True)
+    finally:
+        server.stop()
 
 
 # --- known_hosts options -------------------------------------------------------------------------------
