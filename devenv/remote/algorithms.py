@@ -31,13 +31,22 @@ OPENSSH_DEFAULTS = {
                          "rsa-sha2-512-cert-v01@openssh.com,rsa-sha2-256-cert-v01@openssh.com,ssh-ed25519,"
                          "ecdsa-sha2-nistp256,ecdsa-sha2-nistp384,ecdsa-sha2-nistp521,sk-ssh-ed25519@openssh.com,"
                          "sk-ecdsa-sha2-nistp256@openssh.com,rsa-sha2-512,rsa-sha2-256",
+    # which of the user's keys are offered, by their signature algorithm (remote/auth.py)
+    "pubkeyacceptedalgorithms": "ssh-ed25519-cert-v01@openssh.com,ecdsa-sha2-nistp256-cert-v01@openssh.com,"
+                                "ecdsa-sha2-nistp384-cert-v01@openssh.com,ecdsa-sha2-nistp521-cert-v01@openssh.com,"
+                                "sk-ssh-ed25519-cert-v01@openssh.com,sk-ecdsa-sha2-nistp256-cert-v01@openssh.com,"
+                                "rsa-sha2-512-cert-v01@openssh.com,rsa-sha2-256-cert-v01@openssh.com,ssh-ed25519,"
+                                "ecdsa-sha2-nistp256,ecdsa-sha2-nistp384,ecdsa-sha2-nistp521,"
+                                "sk-ssh-ed25519@openssh.com,sk-ecdsa-sha2-nistp256@openssh.com,rsa-sha2-512,"
+                                "rsa-sha2-256",
     # which signatures of a CA devenv accepts on a host certificate (hostkeys: not SHA-1 RSA, as ssh 9.2)
     "casignaturealgorithms": "ssh-ed25519,ecdsa-sha2-nistp256,ecdsa-sha2-nistp384,ecdsa-sha2-nistp521,"
                              "sk-ssh-ed25519@openssh.com,sk-ecdsa-sha2-nistp256@openssh.com,rsa-sha2-512,"
                              "rsa-sha2-256",
 }
 SPELLING = {"kexalgorithms": "KexAlgorithms", "ciphers": "Ciphers", "macs": "MACs",
-            "hostkeyalgorithms": "HostKeyAlgorithms", "casignaturealgorithms": "CASignatureAlgorithms"}
+            "hostkeyalgorithms": "HostKeyAlgorithms", "casignaturealgorithms": "CASignatureAlgorithms",
+            "pubkeyacceptedalgorithms": "PubkeyAcceptedAlgorithms"}
 
 
 def resolve(keyword: str, value: str | None) -> str:
@@ -76,3 +85,13 @@ def narrowed(options: dict[str, object], keyword: str, ours: list[str] | tuple[s
                            "none of which devenv can use", f"add one of {', '.join(ours)} to {SPELLING[keyword]} "
                            f"for {label} (e.g. `{SPELLING[keyword]} +{ours[0]}`); nothing was dialled")
     return left
+
+
+def key_accepted(options: dict[str, object], key_type: str) -> bool:
+    """Whether ssh would offer a key (or certificate) of key_type under the hop's PubkeyAcceptedAlgorithms:
+    an RSA key goes out as rsa-sha2-512/256 (or ssh-rsa where listed), the others under their own name."""
+    accepted = allowed(options, "pubkeyacceptedalgorithms")
+    cert = "-cert-v01@openssh.com" if key_type.endswith("-cert-v01@openssh.com") else ""
+    base = key_type.removesuffix("-cert-v01@openssh.com")
+    names = [f"{a}{cert}" for a in ("rsa-sha2-512", "rsa-sha2-256", "ssh-rsa")] if base == "ssh-rsa" else [key_type]
+    return any(n in accepted for n in names)

@@ -72,6 +72,13 @@ class _Attempt:
         self.problems: list[str] = []
 
     def offer(self, key: paramiko.PKey, description: str) -> bool:
+        from devenv.remote import algorithms
+
+        blob = getattr(key, "public_blob", None)
+        key_type = blob.key_type if blob is not None else key.get_name()
+        if not algorithms.key_accepted(getattr(self.target, "options", None) or {}, key_type):
+            self.problems.append(f"{description} not offered: PubkeyAcceptedAlgorithms does not list {key_type}")
+            return False                      # as ssh, which never offers it
         self.offered.add(key.asbytes())
         self.tried.append(description)
         try:

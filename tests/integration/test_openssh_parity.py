@@ -1002,6 +1002,10 @@ ALGORITHM_CASES = {
     "one_kex_the_server_has": ("a", "KexAlgorithms diffie-hellman-group14-sha256", True),
     "minus_every_kex_the_server_has": ("a", "KexAlgorithms -*", False),
     "macs_narrowed_with_caret": ("a", "MACs ^hmac-sha2-512", True),
+    # the user's key is ed25519: not offered when the list leaves its type out (devenv offered it anyway)
+    "pubkeyaccepted_without_the_keys_type": ("a", "PubkeyAcceptedAlgorithms rsa-sha2-512,rsa-sha2-256", False),
+    "pubkeyaccepted_minus_the_keys_type": ("a", "PubkeyAcceptedAlgorithms -ssh-ed25519*", False),
+    "pubkeyaccepted_with_the_keys_type": ("a", "PubkeyAcceptedAlgorithms ssh-ed25519", True),
 }
 
 
