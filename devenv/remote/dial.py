@@ -166,8 +166,8 @@ _ADDRESS_FAMILIES = {"inet": socket.AF_INET, "inet6": socket.AF_INET6}
 
 
 def _tcp_connect_attempts(hop: ResolvedTarget, family: int) -> socket.socket:
-    """ConnectionAttempts as ssh makes them: the name resolved once, then up to N connects (each bounded by
-    ConnectTimeout), a second apart; the last failure is the one said."""
+    """ConnectionAttempts as ssh makes them: up to N connects (each bounded by ConnectTimeout), a second
+    apart; a name that does not resolve is not tried again (ssh resolves it once); the last failure is said."""
     try:
         attempts = min(100, max(1, int(str(hop.options.get("connectionattempts") or 1))))
     except ValueError:
