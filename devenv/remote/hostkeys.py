@@ -151,8 +151,7 @@ def verify_hop(hop, key: paramiko.PKey, *, accept_new: bool) -> str:
     revoked = [k for k in known if k.revoked]
     for candidate in [blob] + ([cert.ca_blob] if cert else []):
         if any(k.blob == candidate for k in revoked):
-            raise HostKeyError(f"host key for {label} is marked @revoked in {revoked[0].source}: {presented}",
-                               "do not connect; ask the host's admin for the current key")
+            raise _revoked(label, revoked[0].source, presented)
     cert_problem = None
     if cert is not None:
         cas = [k for k in known if k.ca and k.blob == cert.ca_blob]
@@ -220,9 +219,13 @@ def _known_without_port(hop, files: list[Path], key_type: str, blob: bytes, trus
     bare = known_keys(hop.hostname, 22, name=hop.hostname.lower(), files=files)
     for k in bare:
         if k.revoked and k.blob == blob:
-            raise HostKeyError(f"host key for {label} is marked @revoked in {k.source}: {presented}",
-                               "do not connect; ask the host's admin for the current key")
+            raise _revoked(label, k.source, presented)
     return any(not k.revoked and not k.ca and k.blob == blob for k in bare)
+
+
+def _revoked(label: str, source: str, presented: str) -> HostKeyError:
+    return HostKeyError(f"host key for {label} is marked @revoked in {source}: {presented}",
+                        "do not connect; ask the host's admin for the current key")
 
 
 def verify(label: str, hostname: str, port: int, key_type: str, blob: bytes, *, accept_new: bool,
@@ -262,11 +265,6 @@ def record(name: str, key_type: str, blob: bytes, path: Path, *, hashed: bool = 
             if f.tell() > 0 and not path.read_bytes().endswith(b"\n"):
                 line = "\n" + line
             f.write(line)
-
-
-def _none_or_empty(value) -> str | None:
-    text = str(value or "").strip()
-    return None if not text or text.lower() == "none" else text
 
 
 # --- RevokedHostKeys ----------------------------------------------------------------------------------
