@@ -17,13 +17,25 @@ from devenv.errors import BadInput
 MAX_USER_FILE = 4 * 1024 * 1024  # an ssh config or a key: small; more is a mistake (a link to /dev/zero?)
 
 
+def expand_home(value: str | Path, what: str) -> Path:
+    """value with a leading ~ or ~user expanded; a ~user for no such user is bad input naming `what` (pathlib
+    raises RuntimeError there, which would be a crash: `DEVENV_SSH_KEY=~-oX` found by the CLI fuzz test)."""
+    try:
+        return Path(value).expanduser()
+    except RuntimeError:
+        from devenv.config import validate
+
+        raise BadInput(f"{what} {validate.preview(str(value))}: no such user's home for its ~",
+                       f"write {what} as a full path, or as ~/... for your own home") from None
+
+
 def _xdg(var: str, default: str) -> Path:
     return Path(os.environ.get(var) or Path.home() / default)
 
 
 def devenv_home() -> Path | None:
     value = os.environ.get("DEVENV_HOME")
-    return Path(value).expanduser() if value else None
+    return expand_home(value, "DEVENV_HOME") if value else None
 
 
 def config_dir() -> Path:
@@ -41,11 +53,12 @@ def user_profiles_dir() -> Path:
 
 
 def ssh_config_path() -> Path:
-    return Path(os.environ.get("DEVENV_SSH_CONFIG") or Path.home() / ".ssh" / "config").expanduser()
+    return expand_home(os.environ.get("DEVENV_SSH_CONFIG") or Path.home() / ".ssh" / "config", "DEVENV_SSH_CONFIG")
 
 
 def known_hosts_path() -> Path:
-    return Path(os.environ.get("DEVENV_KNOWN_HOSTS") or Path.home() / ".ssh" / "known_hosts").expanduser()
+    return expand_home(os.environ.get("DEVENV_KNOWN_HOSTS") or Path.home() / ".ssh" / "known_hosts",
+                       "DEVENV_KNOWN_HOSTS")
 
 
 def bundled_dir(name: str) -> Path:

@@ -45,7 +45,7 @@ def chosen_key() -> tuple[Path, Path] | None:
     if problem:
         raise BadInput(f"DEVENV_SSH_KEY {validate.preview(chosen)} {problem}",
                        "point DEVENV_SSH_KEY at a private key whose .pub is next to it, or unset it")
-    private = Path(chosen).expanduser()
+    private = paths.expand_home(chosen, "DEVENV_SSH_KEY")
     public = private.with_name(private.name + ".pub")
     if not private.is_file() or not public.is_file():
         raise BadInput(f"DEVENV_SSH_KEY={chosen}: need both {private} and {public}",

@@ -18,6 +18,7 @@ import socket
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from devenv.config import paths
 from devenv.errors import ConnectError, ProfileError
 from devenv.remote import ssh_g
 
@@ -183,7 +184,7 @@ def _config_file() -> Path | None:
     """The ssh config to read: $DEVENV_SSH_CONFIG when set (missing = empty), else OpenSSH's own default."""
     env = os.environ.get("DEVENV_SSH_CONFIG")
     if env:
-        return Path(env).expanduser()
+        return paths.expand_home(env, "DEVENV_SSH_CONFIG")
     return None
 
 
@@ -306,7 +307,7 @@ def _known_hosts_files(opts: dict) -> tuple[str, ...]:
     defaults = {os.path.join(local_home(), ".ssh", n) for n in ("known_hosts", "known_hosts2")}
     override = os.environ.get("DEVENV_KNOWN_HOSTS")
     if override and (not files or set(files) <= defaults):
-        return (str(Path(override).expanduser()),)
+        return (str(paths.expand_home(override, "DEVENV_KNOWN_HOSTS")),)
     if not files:
         return (os.path.join(local_home(), ".ssh", "known_hosts"),)
     return tuple(files)
