@@ -44,7 +44,7 @@ def main() -> None:
     args = parser.parse_args()
     from devenv.config import hostref
     from devenv.remote.pool import get_connection
-    from devenv.services.cluster_check import login_probes
+    from devenv.services.environments.slurm.check import login_probes
 
     conn = get_connection(hostref.load_host(args.host))
     conn.run("true")  # connected before the first timing

@@ -26,7 +26,7 @@ sys.path.insert(0, str(REPO))
 
 from benchmarks.harness import machine, medians  # noqa: E402
 
-IMPORTS = "import devenv.cli.up_cmd, devenv.remote.pool, devenv.services.slurm_env"
+IMPORTS = "import devenv.cli.up_cmd, devenv.remote.pool, devenv.services.environments.slurm.backend"
 
 
 def copy_of_devenv(into: Path, compiled: bool) -> Path:

@@ -62,8 +62,8 @@ def devenv_once(python: str) -> float:
     from devenv.remote.tunnels import Forward
     from devenv.runtimes.host_runtime import HostRuntime
     from devenv.schedulers.slurm import Slurm
-    from devenv.services.backend import UpOptions
-    from devenv.services.slurm_env import SlurmEnvironments
+    from devenv.services.environments.contract import UpOptions
+    from devenv.services.environments.slurm.backend import SlurmEnvironments
 
     started = time.monotonic()
     host = hostref.load_host("benchcluster")

@@ -1,4 +1,4 @@
-"""A container runtime kept in memory: the DockerRuntime methods services.provision calls, with no engine.
+"""A container runtime kept in memory: the DockerRuntime methods the docker backend calls, with no engine.
 
 For the fast tests of `up`'s decisions (tests/test_up_decisions.py): every call is recorded in `calls`, so a
 test can say what `up` did and did not do. It is a stand-in for the engine only; the backend, the specs, the

@@ -19,8 +19,8 @@ from devenv.cli import main, monitor_sources
 from devenv.cli.monitor_sources import SamplerFollower, Source, SourceFollower
 from devenv.config.profiles import HostProfile
 from devenv.errors import ConnectError
-from devenv.services import cluster_monitor
-from devenv.services.cluster_monitor import JobWatch, no_job_snapshot
+from devenv.services.environments.slurm import places as cluster_monitor
+from devenv.services.environments.slurm.places import JobWatch, no_job_snapshot
 from devenv.services.monitor import JOB_ENDED, NO_JOB, JobPlace
 from devenv.services.monitor_stream import DcgmCollector, SamplerSet, watch_records
 from devenv.tui import monitor_app

@@ -10,7 +10,7 @@ from devenv.cluster.errors import JobEnded
 from devenv.cluster.slurm_text import parse_jobs
 from devenv.config.profiles import HostProfile
 from devenv.remote.base import Result
-from devenv.services import multinode_sanity
+from devenv.services.environments.slurm import sanity as multinode_sanity
 
 pytestmark = pytest.mark.timeout(60)
 RUNNING = "12|devenv-sanity|RUNNING|None|node[1-2]|14:58|2026-12-02T04:00:00|15:00|2|debug|sanity"

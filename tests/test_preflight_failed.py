@@ -6,7 +6,7 @@ from click.testing import CliRunner
 
 from devenv.checks.report import CheckReport, CheckResult
 from devenv.cli.progress import ProgressPrinter
-from devenv.services.backend import PreflightFailed
+from devenv.services.environments.contract import PreflightFailed
 
 BUSY = CheckResult("gpu.choice", "1 free GPU", "fail", "only 0 of 1 on box are free: GPU 0 is busy with pid 538",
                    "use --allow-busy")

@@ -10,7 +10,7 @@ from devenv.checks import cluster as cc
 from devenv.checks.host import BatchOutput
 from devenv.cluster import slurm_job, slurm_text
 from devenv.cluster.slurm_job import SlurmSettings
-from devenv.services.cluster_check import parse_limits
+from devenv.services.environments.slurm.check import parse_limits
 
 SLURM = Path(__file__).parent / "fixtures" / "slurm"
 

@@ -12,7 +12,7 @@ from devenv.cluster.errors import JobEnded
 from devenv.cluster.slurm_text import parse_jobs
 from devenv.config.profiles import HostProfile
 from devenv.remote.base import Result
-from devenv.services.slurm_env import SlurmEnvironments
+from devenv.services.environments.slurm.backend import SlurmEnvironments
 
 LINE = "5|devenv-me-cpu|{state}|{reason}|node1|0:00|2026-12-02T03:29:10|2:00|1|debug|devenv:x"
 

@@ -12,7 +12,7 @@ from devenv.config.profiles import HostProfile
 from devenv.errors import DevenvError
 from devenv.remote.local import LocalConnection
 from devenv.runtimes.host_runtime import HostRuntime
-from devenv.services.slurm_env import _FACTS, SlurmEnvironments
+from devenv.services.environments.slurm.backend import _FACTS, SlurmEnvironments
 
 FAKE_FACTS = 'import json, sys\nprint(json.dumps({"python": "3.x", "jupyterlab": %s}))\nsys.exit(%d)\n'
 

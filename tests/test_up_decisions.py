@@ -1,5 +1,5 @@
 """`up`'s decision table (docs/environments.md, "What `up` decides") against an in-memory runtime: seconds,
-no root, no engine. The backend (services.provision), its specs, labels and waits, and the session's ssh
+no root, no engine. The docker backend, its specs, labels and waits, and the session's ssh
 entry are the real ones; only the container engine is tests/memory_runtime.py."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from devenv.config.profiles import EnvProfile, HostProfile
 from devenv.env import spec as envspec
 from devenv.errors import DevenvError
 from devenv.remote.local import LocalConnection
-from devenv.services.backend import PreflightFailed, QuietEvents, UpOptions
-from devenv.services.provision import Provisioner
+from devenv.services.environments.contract import PreflightFailed, QuietEvents, UpOptions
+from devenv.services.environments.docker.backend import Provisioner
 from devenv.services.session import EnvSession
 from devenv.services.ssh_entry import ssh_files
 
@@ -167,7 +167,7 @@ def test_the_session_writes_the_environments_ssh_entry():
 @pytest.fixture
 def short_repair(monkeypatch):
     """The repair's grace and sshd's second chance, short: the decisions are under test, not the patience."""
-    from devenv.services import provision
+    from devenv.services.environments.docker import backend as provision
 
     monkeypatch.setattr(provision, "REPAIR_GRACE_S", 0.3)
     monkeypatch.setattr(provision, "SSHD_RESTART_S", 0.3)
@@ -306,8 +306,8 @@ def test_on_a_slurm_cluster_the_login_nodes_check_starts_beside_the_job_lookup(m
     import threading
 
     from devenv.env import state as envstate
-    from devenv.services import cluster_check
-    from devenv.services.slurm_env import SlurmEnvironments
+    from devenv.services.environments.slurm import check as cluster_check
+    from devenv.services.environments.slurm.backend import SlurmEnvironments
 
     cluster = HostProfile(name="memcluster", source="test", local=True, runtime="slurm")
     seen: list[str] = []

@@ -12,7 +12,7 @@ from test_up_decisions import ENV, HOST, NAME, OWNER, Key, Recorder, backend, la
 
 from devenv.env import spec as envspec
 from devenv.errors import DevenvError
-from devenv.services.backend import UpOptions
+from devenv.services.environments.contract import UpOptions
 
 NETWORK = envspec.network_name(OWNER, ENV.name)
 

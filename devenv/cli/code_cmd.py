@@ -30,7 +30,7 @@ def code(host: str, env: str | None, accept_new_host: bool, subdir: str | None, 
     from devenv.cli.sshconfig_cmd import devenv_ssh_config, user_ssh_config
     from devenv.config import ssh_include
     from devenv.remote.rsync import check_subdir
-    from devenv.services.backends import traits_of
+    from devenv.services.environments.registry import traits_of
 
     folder_in = check_subdir(subdir, "--path") if subdir else None
     host_profile, _, target = env_target(host, env, accept_new_host)

@@ -41,7 +41,7 @@ def exec_over_ssh(host: str, env: str | None, accept_new_host: bool, argv: list[
     """
     from devenv.cli.common import load_host
     from devenv.cli.env_entry import env_target
-    from devenv.services.backends import traits_of
+    from devenv.services.environments.registry import traits_of
     from devenv.services.session import resolve_env
 
     if not tty and not resolve_env(load_host(host), env).sshd:

@@ -85,7 +85,7 @@ def services_for(host_profiles: dict, accept_new_host: bool = False, env_choice:
         with session(name) as s:
             conn = s.conn
             if name in places:  # the process runs on the job's node: stopped there, through a job step
-                from devenv.services.cluster_monitor import node_connection
+                from devenv.services.environments.slurm.places import node_connection
 
                 conn = node_connection(s.conn, places[name])
             return kill_process(conn, pid, signal, expect_command=command)

@@ -33,8 +33,8 @@ def sources(host_profiles: list[HostProfile], accept_new_host: bool = False,
             codes: dict[str, int] | None = None) -> list[Source]:
     """Each profile as its source(s), in the order given; clusters asked in parallel (one squeue each). A
     cluster that cannot be asked is an error row (its exit code into codes), as an unreachable host is."""
-    from devenv.services.backends import known_traits
-    from devenv.services.cluster_monitor import job_places, no_job_snapshot
+    from devenv.services.environments.registry import known_traits
+    from devenv.services.environments.slurm.places import job_places, no_job_snapshot
 
     def expand(profile: HostProfile) -> list[Source]:
         traits = known_traits(profile)   # None: `auto`, a docker or bare host
@@ -65,7 +65,7 @@ def sample_source_once(source: Source, accept_new_host: bool = False) -> HostSna
     getattr(conn, "open", lambda: None)()  # connection errors here, with their own exit code
     if source.place is None:
         return sample_once(conn)
-    from devenv.services.cluster_monitor import node_connection
+    from devenv.services.environments.slurm.places import node_connection
 
     return sample_once(node_connection(conn, source.place), place=source.place)
 
@@ -76,7 +76,7 @@ def sampler_for(source: Source, interval: float, accept_new_host: bool = False):
     from devenv.services.monitor import HostSampler
 
     if source.fixed is not None:
-        from devenv.services.cluster_monitor import FixedSampler
+        from devenv.services.environments.slurm.places import FixedSampler
 
         return FixedSampler(source.fixed)
     profile, place = source.profile, source.place
@@ -86,7 +86,7 @@ def sampler_for(source: Source, interval: float, accept_new_host: bool = False):
             return connect(profile, accept_new_host)
     else:
         from devenv.remote.pool import new_connection
-        from devenv.services.cluster_monitor import node_connection
+        from devenv.services.environments.slurm.places import node_connection
 
         def factory():
             return node_connection(new_connection(profile, accept_new_host=accept_new_host), place, owns=True)
@@ -123,7 +123,7 @@ class SourceFollower:
 
     def __init__(self, found: list[Source], accept_new_host: bool = False, watches: dict | None = None,
                  clock: Callable[[], float] = time.monotonic):
-        from devenv.services.cluster_monitor import JobWatch, job_places
+        from devenv.services.environments.slurm.places import JobWatch, job_places
 
         self._clock = clock
         self._ended_at: dict[str, tuple[str, float]] = {}    # an ended node's row: (its cluster, when it ended)
@@ -144,7 +144,7 @@ class SourceFollower:
     def refresh(self) -> SourceChanges:
         """Nodes of new jobs; ended jobs' nodes as job-ended rows, which go ENDED_KEEP_S later; a cluster's
         no-job row, gone while a job runs and back once no job runs and no ended row is left."""
-        from devenv.services.cluster_monitor import ENDED_KEEP_S, ended_snapshot, no_job_snapshot
+        from devenv.services.environments.slurm.places import ENDED_KEEP_S, ended_snapshot, no_job_snapshot
 
         added: list[Source] = []
         ended: list[HostSnapshot] = []
@@ -182,7 +182,7 @@ class SamplerFollower:
 
     def __init__(self, follower: SourceFollower, live: SamplerSet, sampler_factory: Callable[[Source], Any],
                  every: float | None = None):
-        from devenv.services.cluster_monitor import FOLLOW_EVERY_S
+        from devenv.services.environments.slurm.places import FOLLOW_EVERY_S
 
         self._follower, self._live, self._factory = follower, live, sampler_factory
         self._every = FOLLOW_EVERY_S if every is None else every
@@ -190,7 +190,7 @@ class SamplerFollower:
         self._thread: threading.Thread | None = None
 
     def apply(self, changes: SourceChanges) -> None:
-        from devenv.services.cluster_monitor import FixedSampler
+        from devenv.services.environments.slurm.places import FixedSampler
 
         for host in changes.gone:
             old = self._live.pop(host)

@@ -12,7 +12,7 @@ from devenv.env.info import ProgressEvent
 
 
 class ProgressPrinter:
-    """The CLI's services.backend.Events: steps and build lines as they come; pull progress and waits as one
+    """The CLI's contract.Events: steps and build lines as they come; pull progress and waits as one
     rewritten line on a terminal; the preflight's failures; the question before recreating."""
 
     def __init__(self, verbose: bool = True):

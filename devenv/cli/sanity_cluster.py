@@ -13,8 +13,8 @@ from devenv.errors import ProfileError
 def cluster_sanity(names: list[str], nodes: int | None, python: str | None, as_json: bool,
                    accept_new_host: bool) -> None:
     from devenv.schedulers.slurm import Slurm
-    from devenv.services.backends import on_cluster
-    from devenv.services.multinode_sanity import run_multinode
+    from devenv.services.environments.registry import on_cluster
+    from devenv.services.environments.slurm.sanity import run_multinode
 
     if len(names) != 1:
         raise ProfileError("--nodes runs on one cluster at a time", "name one Slurm host: devenv sanity CLUSTER "

@@ -17,7 +17,7 @@ from devenv.cli.common import (
 from devenv.cli.render import STATUS_STYLE, emit_json, print_result
 from devenv.config import validate
 from devenv.sanity.verdict import BUSY, FAIL, NO_GPU, NOT_JUDGED, Status, fmt
-from devenv.services.backends import on_cluster
+from devenv.services.environments.registry import on_cluster
 from devenv.services.session import open_env
 
 EXIT_FAIL, EXIT_NO_GPU, EXIT_BUSY = 1, 4, 5

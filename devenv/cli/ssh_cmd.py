@@ -20,7 +20,7 @@ from devenv.cli.params import PassThroughCommand
 from devenv.config import paths
 from devenv.errors import DevenvError
 from devenv.remote import openssh
-from devenv.services.backends import known_traits
+from devenv.services.environments.registry import known_traits
 from devenv.services.session import open_env
 from devenv.services.ssh_entry import ssh_files
 

@@ -11,7 +11,7 @@ from devenv.cli.params import Seconds
 from devenv.cli.progress import ProgressPrinter
 from devenv.cli.render import emit_json
 from devenv.env.image_context import BuildInputs
-from devenv.services.backend import UpOptions
+from devenv.services.environments.contract import UpOptions
 from devenv.services.session import open_env
 
 

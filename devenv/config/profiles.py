@@ -43,7 +43,7 @@ class SSHTarget:
 
 
 class RuntimeKind(str, Enum):
-    """Where a host's environments live (`runtime:` of a host profile). Only services.backends branches on it."""
+    """Where a host's environments live (`runtime:` of a host profile). Only services.environments.registry branches on it."""
 
     DOCKER = "docker"   # a container of the host's Docker (or podman) engine
     HOST = "host"       # the bare host: Jupyter run by the host's python

@@ -16,7 +16,7 @@ from devenv.checks.report import CheckReport, CheckResult
 from devenv.config.profiles import EnvProfile, HostProfile
 from devenv.env import state as envstate
 from devenv.remote.base import Connection
-from devenv.services.backends import settle, traits_of
+from devenv.services.environments.registry import settle, traits_of
 
 PROBE_TIMEOUT = 30.0
 

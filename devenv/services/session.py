@@ -5,9 +5,9 @@
 
 The session resolves the profiles (host profile or ssh destination; environment: --env < $DEVENV_ENV < the host
 profile's default_env), takes the host's pooled connection, and opens the backend of the host's runtime
-(services.backends) only when a step needs it: `check` works on a host without Docker, and nothing connects
+(services.environments.registry) only when a step needs it: `check` works on a host without Docker, and nothing connects
 before the first command. It writes the environment's ssh entry itself, and reports through the events the
-front end passed in (services.backend.Events): nothing here prints.
+front end passed in (services.environments.contract.Events): nothing here prints.
 """
 
 from __future__ import annotations
@@ -27,7 +27,8 @@ from devenv.env.info import EnvStatus, ImageInfo, ProgressEvent
 from devenv.env.spec import CONTAINER_PORTS, user_of
 from devenv.remote.base import Connection
 from devenv.services import jupyter
-from devenv.services.backend import (
+from devenv.services.background import Background
+from devenv.services.environments.contract import (
     CommandTarget,
     EnvironmentBackend,
     Events,
@@ -37,8 +38,7 @@ from devenv.services.backend import (
     UpOptions,
     UpResult,
 )
-from devenv.services.backends import open_backend, settle, traits_of
-from devenv.services.background import Background
+from devenv.services.environments.registry import open_backend, settle, traits_of
 
 
 class Tunnel(Protocol):
@@ -108,7 +108,7 @@ class EnvSession:
     def check(self, on_result: Callable[[CheckResult], None] | None = None) -> CheckReport:
         """Every check of `devenv check` for this host and environment (a Slurm cluster's: services/cluster_check)."""
         if self.traits.scheduled:
-            from devenv.services.cluster_check import run_cluster_check
+            from devenv.services.environments.slurm.check import run_cluster_check
 
             return run_cluster_check(self.conn, self.profile, self.env, on_result)
         from devenv.services.preflight import run_check
@@ -126,7 +126,7 @@ class EnvSession:
         """On a Slurm cluster the login node's part of the cluster check (partitions, GRES, the request,
         limits), else the host's."""
         if traits_of(host).scheduled:
-            from devenv.services.cluster_check import run_cluster_preflight
+            from devenv.services.environments.slurm.check import run_cluster_preflight
 
             return run_cluster_preflight(self.conn, host, env)
         from devenv.services.preflight import run_check

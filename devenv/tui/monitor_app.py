@@ -24,7 +24,7 @@ from textual.widgets import Footer, Header, Input, Label, RichLog, Static
 from textual.worker import get_current_worker
 
 from devenv.errors import DevenvError
-from devenv.services.cluster_monitor import FOLLOW_EVERY_S
+from devenv.services.environments.slurm.places import FOLLOW_EVERY_S
 from devenv.services.monitor import HostSnapshot
 from devenv.services.monitor_jupyter import JupyterLink
 from devenv.tui.monitor_screens import ConfirmScreen, HelpScreen, JupyterScreen, SanityScreen

@@ -11,7 +11,7 @@ import time
 import pytest
 from env_testing import docker
 
-from devenv.services import provision
+from devenv.services.environments.docker import backend as provision
 
 pytestmark = pytest.mark.integration
 

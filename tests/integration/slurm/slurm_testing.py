@@ -128,14 +128,14 @@ class Cluster:
         from devenv.remote.pool import get_connection
         from devenv.runtimes.host_runtime import HostRuntime
         from devenv.schedulers.slurm import Slurm
-        from devenv.services.slurm_env import SlurmEnvironments
+        from devenv.services.environments.slurm.backend import SlurmEnvironments
 
         host = hostref.load_host(self.host)
         conn = get_connection(host)
         return SlurmEnvironments(host, conn, Slurm(conn, host.name), HostRuntime(conn, host), owner=OWNER)
 
 
-from devenv.services.backend import QuietEvents  # noqa: E402
+from devenv.services.environments.contract import QuietEvents  # noqa: E402
 
 
 class Events(QuietEvents):

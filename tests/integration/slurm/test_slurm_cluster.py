@@ -95,7 +95,7 @@ def test_sanity_nodes_on_a_host_that_is_not_a_cluster_is_bad_input(cluster):
 
 def up(cluster, timeout: float = 240):
     from devenv.config.profiles import load_env
-    from devenv.services.backend import UpOptions
+    from devenv.services.environments.contract import UpOptions
 
     svc = cluster.service()
     events = Events()
@@ -241,7 +241,7 @@ def test_the_tunnels_first_relay_starts_while_up_waits_and_carries_the_first_req
     from devenv.config.profiles import load_env
     from devenv.remote.relay import CommandTunnel
     from devenv.remote.tunnels import Forward
-    from devenv.services.backend import UpOptions
+    from devenv.services.environments.contract import UpOptions
 
     svc = cluster.service()
     result = svc.up(load_env(cluster.env), events=Events(), options=UpOptions(ready_timeout=240, relay_ahead=True))

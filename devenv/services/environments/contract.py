@@ -1,8 +1,8 @@
 """The one interface every kind of environment implements (L2), and what passes through it.
 
 An EnvironmentBackend is the environments of one owner on one host, wherever they live: a container
-(services.provision), the bare host (services.host_provision) or a Slurm job (services.slurm_env).
-services.backends is the only code that knows which is which; callers (services.session, and through it the
+(environments/docker), the bare host (environments/host) or a Slurm job (environments/slurm).
+environments.registry is the only code that knows which is which; callers (services.session, and through it the
 CLI and the TUI) use this interface and the backend's Traits, never the runtime's name.
 
 Progress and questions go up through Events, which the front end implements: a backend never prints.

@@ -21,7 +21,7 @@ from devenv.env.image_context import BuildInputs
 from devenv.env.info import EnvStatus, ImageInfo, ProgressEvent
 from devenv.errors import DevenvError
 from devenv.services import jupyter
-from devenv.services.backend import (
+from devenv.services.environments.contract import (
     Check,
     CommandTarget,
     Events,

@@ -1,6 +1,6 @@
 """The one place that knows which backend a host's `runtime:` is (L2); every caller goes through open_backend.
 
-Adding a kind of environment: a module with a class implementing services.backend.EnvironmentBackend (its
+Adding a kind of environment: a module with a class implementing services.environments.contract.EnvironmentBackend (its
 `traits`, and an `open(host, conn, check)` that wraps the connection in its runtime), a RuntimeKind in
 config.profiles, and its line in _BACKENDS below.
 """
@@ -14,10 +14,10 @@ from dataclasses import replace
 from devenv.config.profiles import HostProfile, RuntimeKind
 from devenv.errors import ProfileError
 from devenv.remote.base import Connection
-from devenv.services.backend import Check, EnvironmentBackend, Traits
-from devenv.services.host_provision import HostProvisioner
-from devenv.services.provision import Provisioner
-from devenv.services.slurm_env import SlurmEnvironments
+from devenv.services.environments.contract import Check, EnvironmentBackend, Traits
+from devenv.services.environments.docker.backend import Provisioner
+from devenv.services.environments.host.backend import HostProvisioner
+from devenv.services.environments.slurm.backend import SlurmEnvironments
 
 _BACKENDS: dict[RuntimeKind, type[Provisioner] | type[HostProvisioner] | type[SlurmEnvironments]] = {
     RuntimeKind.DOCKER: Provisioner,            # a container of the host's Docker or podman

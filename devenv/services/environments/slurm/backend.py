@@ -34,7 +34,8 @@ from devenv.env.image_context import BuildInputs
 from devenv.env.info import EnvStatus, ImageInfo, ProgressEvent
 from devenv.errors import DevenvError
 from devenv.services import jupyter
-from devenv.services.backend import (
+from devenv.services.background import Background
+from devenv.services.environments.contract import (
     Check,
     CommandTarget,
     Events,
@@ -48,7 +49,6 @@ from devenv.services.backend import (
     no_images,
     preflight,
 )
-from devenv.services.background import Background
 
 if TYPE_CHECKING:
     from devenv.remote.base import Connection, Result

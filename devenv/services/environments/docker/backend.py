@@ -32,8 +32,8 @@ from devenv.env.info import (
 )
 from devenv.errors import DevenvError
 from devenv.gpu import choose as gpu_choose
-from devenv.services import images, jupyter, readiness
-from devenv.services.backend import (
+from devenv.services import jupyter, readiness
+from devenv.services.environments.contract import (
     Check,
     CommandTarget,
     Events,
@@ -47,7 +47,8 @@ from devenv.services.backend import (
     pick_free_gpus,
     preflight,
 )
-from devenv.services.env_connection import ContainerConnection
+from devenv.services.environments.docker import images
+from devenv.services.environments.docker.env_connection import ContainerConnection
 
 if TYPE_CHECKING:
     from devenv.remote.base import Connection
@@ -86,7 +87,7 @@ class Provisioner:
 
     @classmethod
     def open(cls, host: HostProfile, conn: Connection, check: Check | None = None) -> Provisioner:
-        """On the host's container engine, through the Docker API over conn (services.backends calls this)."""
+        """On the host's container engine, through the Docker API over conn (the registry calls this)."""
         from devenv.runtimes.docker_runtime import DockerRuntime
 
         # the socket the host's docker CLI uses, as the last check found it: the API then needs no shell there
@@ -541,7 +542,7 @@ class Provisioner:
         """The environment's container, with its python and torch, and the host GPUs it was given."""
         if self.conn is None:
             raise DevenvError("internal: this backend was made without the host's connection",
-                              "open backends with services.backends.open_backend")
+                              "open backends with services.environments.registry.open_backend")
         python = self.host.python
         status = self.find(env_name)
         if host_if_no_env and (status is None or not status.running):

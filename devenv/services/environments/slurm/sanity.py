@@ -22,7 +22,7 @@ from devenv.config.profiles import HostProfile
 from devenv.errors import DevenvError
 from devenv.sanity.multinode import MultiNodeVerdict, judge
 
-SCRIPT = Path(__file__).resolve().parent.parent / "sanity" / "scripts" / "multinode.py"
+SCRIPT = Path(__file__).resolve().parents[3] / "sanity" / "scripts" / "multinode.py"
 # How a sanity job's end reads: its script ran to its end (a result to judge; FAILED: a check failed), or
 # Slurm is still finishing it (COMPLETING, no reason yet); anything else ended it early.
 VERDICT_OUTCOMES = ("COMPLETED", "FAILED", "COMPLETING")

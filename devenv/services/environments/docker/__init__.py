@@ -1,0 +1,1 @@
+"""Environments as containers of the host's Docker or podman engine."""

@@ -1,0 +1,1 @@
+"""Environments as Slurm jobs: the job, its check, the places the monitor samples, multi-node sanity."""
