@@ -13,6 +13,7 @@ from devenv.cli.common import accept_new_host_option, env_option
 from devenv.cli.envcommon import hold
 from devenv.cli.ports import require_free
 from devenv.errors import DevenvError
+from devenv.remote.base import Connection
 from devenv.services.session import open_env
 
 _SPEC = re.compile(r"^(?:(\d{1,5}):)?(\d{1,5})$")
@@ -74,7 +75,7 @@ def _parse(spec: str) -> tuple[int, int | None]:
     return int(remote), int(local) if local else None
 
 
-def _say_if_silent(conn, address: str, env: str, port: int, local: int | None) -> None:
+def _say_if_silent(conn: Connection, address: str, env: str, port: int, local: int | None) -> None:
     """A warning when nothing listens on the environment's port yet (the tunnel still waits for it), naming
     the swapped order when the LOCAL number is what answers there (the old PORT:LOCAL reading, or a slip)."""
     if _answers(conn, address, port) is not False:
@@ -89,7 +90,7 @@ def _say_if_silent(conn, address: str, env: str, port: int, local: int | None) -
                    "once a server listens there", err=True)
 
 
-def _answers(conn, address: str, port: int) -> bool | None:
+def _answers(conn: Connection, address: str, port: int) -> bool | None:
     """True/False: whether something accepts on address:port as the host sees it; None: cannot tell."""
     opener = getattr(conn, "open_port", None)
     if opener is None:
