@@ -72,7 +72,7 @@ def monitor(hosts: tuple[str, ...], once: bool, as_json: bool, interval: float, 
         codes: dict[str, int] = {}
         snapshots = look_once(host_profiles, accept_new_host, codes)
         if as_json:
-            from devenv.cli.monitor_sources import jobs_json
+            from devenv.services.monitor_sources import jobs_json
 
             emit_json({"hosts": [s.to_dict() for s in snapshots], "jobs": jobs_json(snapshots)})
         else:
@@ -91,7 +91,7 @@ def monitor(hosts: tuple[str, ...], once: bool, as_json: bool, interval: float, 
 
 def default_hosts() -> list[str]:
     """Every host with a running environment, asking the hosts themselves (as `devenv status` does)."""
-    from devenv.cli.monitor_services import hosts_with_running_env
+    from devenv.services.monitor_wiring import hosts_with_running_env
 
     names, unasked = hosts_with_running_env()
     for line in unasked:
@@ -105,7 +105,7 @@ def default_hosts() -> list[str]:
 def look_once(host_profiles, accept_new_host: bool, codes: dict[str, int] | None = None) -> list[HostSnapshot]:
     """Sample every source once (a host, or each node of a cluster's jobs), in parallel; an unreachable host
     becomes an error row, not an exception (its exit code goes into `codes`)."""
-    from devenv.cli.monitor_sources import sample_source_once, sources
+    from devenv.services.monitor_sources import sample_source_once, sources
 
     def one(source) -> HostSnapshot:
         try:
@@ -137,7 +137,7 @@ def run_headless(host_profiles, interval: float, accept_new_host: bool, bind: tu
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, interrupted)
-    from devenv.cli.monitor_sources import SamplerFollower, SourceFollower, sampler_for, sources
+    from devenv.services.monitor_sources import SamplerFollower, SourceFollower, sampler_for, sources
 
     found = sources(host_profiles, accept_new_host)
     live = SamplerSet(sampler_for(s, interval, accept_new_host).start() for s in found)
@@ -171,9 +171,10 @@ def run_headless(host_profiles, interval: float, accept_new_host: bool, bind: tu
 
 def run_tui(host_profiles, interval: float, accept_new_host: bool, env: str | None = None,
             readonly: bool = False) -> None:
-    from devenv.cli.monitor_services import services_for
-    from devenv.cli.monitor_sources import SourceFollower, sampler_for, sources
-    from devenv.tui.monitor_app import HostChanges, create_monitor_app
+    from devenv.services.monitor_keys import HostChanges
+    from devenv.services.monitor_sources import SourceFollower, sampler_for, sources
+    from devenv.services.monitor_wiring import services_for
+    from devenv.tui.monitor_app import create_monitor_app
 
     found = {s.name: s for s in sources(host_profiles, accept_new_host)}
 

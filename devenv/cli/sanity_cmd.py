@@ -17,7 +17,7 @@ from devenv.cli.common import (
 from devenv.cli.render import STATUS_STYLE, emit_json, print_result
 from devenv.config import validate
 from devenv.sanity.verdict import BUSY, FAIL, NO_GPU, NOT_JUDGED, Status, fmt
-from devenv.services.environments.registry import on_cluster
+from devenv.services.environments.registry import known_backend
 from devenv.services.session import open_env
 
 EXIT_FAIL, EXIT_NO_GPU, EXIT_BUSY = 1, 4, 5
@@ -68,7 +68,8 @@ def sanity(hosts: tuple[str, ...], suite: str, env: str | None, python: str | No
         raise click.BadParameter(f"unknown stage(s) {', '.join(validate.preview(s) for s in unknown[:3])}; "
                                  f"choose from {','.join(STAGES)}", param_hint="--only")
     names = host_names(hosts)
-    if nodes is not None or (len(names) == 1 and on_cluster(load_host(names[0]))):
+    kind = known_backend(load_host(names[0])) if nodes is None and len(names) == 1 else None
+    if nodes is not None or (kind is not None and kind.sanity_across_nodes):
         from devenv.cli.sanity_cluster import cluster_sanity
 
         cluster_sanity(names, nodes, python, as_json, accept_new_host)
