@@ -9,6 +9,7 @@ listen on 127.0.0.1 only; a taken preferred port is replaced by a free one.
 from __future__ import annotations
 
 import atexit
+import errno
 import hashlib
 import os
 import queue
@@ -28,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from devenv.config import paths
 from devenv.config.profiles import HostProfile
-from devenv.errors import ConnectError, DevenvError
+from devenv.errors import ConnectError, DevenvError, PortTaken
 from devenv.remote import openssh
 from devenv.remote.base import Connection
 
@@ -61,12 +62,23 @@ def transport_of(conn: Connection) -> paramiko.Transport:
 
 
 def port_is_free(port: int) -> bool:
+    """Whether a forward could listen on 127.0.0.1:port now, asked as ssh binds its forwards (SO_REUSEADDR):
+    a port whose last connections are in TIME_WAIT (a tunnel just closed) is free, one something listens on
+    is not."""
     with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind(("127.0.0.1", port))
             return True
         except OSError:
             return False
+
+
+def port_taken_error(port: int, name: str) -> PortTaken:
+    """The error for a local port another process holds (exit 6), with how to find who."""
+    return PortTaken(f"local port {port} ({name}) is already in use on this machine",
+                     f"free it (`ss -ltnp 'sport = :{port}'` shows who holds it), name another local port, "
+                     "or leave it out to get a free port")
 
 
 def free_port() -> int:
@@ -140,6 +152,8 @@ class ControlMaster:
                                    *self._client[-2:]], stdin=subprocess.DEVNULL, capture_output=True,
                                   timeout=READY_TIMEOUT)
         if done.returncode != 0 and not cancel:
+            if not port_is_free(f.local_port):  # taken since it was chosen: ssh says only "forwarding failed"
+                raise port_taken_error(f.local_port, f.name)
             why = done.stderr.decode(errors="replace").strip().splitlines()
             raise ConnectError(f"ssh could not open the tunnel {f.name} to {self.host.name}: "
                                f"{why[-1] if why else f'exit code {done.returncode}'}",
@@ -270,7 +284,15 @@ class LoopbackForwarder:
         for f in forwards:
             listener = socket.socket()
             listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            listener.bind(("127.0.0.1", f.local_port))
+            try:
+                listener.bind(("127.0.0.1", f.local_port))
+            except OSError as e:
+                listener.close()
+                self.close()
+                if e.errno == errno.EADDRINUSE:
+                    raise port_taken_error(f.local_port, f.name) from None
+                raise DevenvError(f"cannot listen on 127.0.0.1:{f.local_port} for {f.name}: {e.strerror}",
+                                  "name another local port") from None
             listener.listen(64)
             self._listeners.append(listener)
             threading.Thread(target=self._accept_loop, args=(listener, f), daemon=True,

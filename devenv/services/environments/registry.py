@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 import weakref
 from dataclasses import replace
+from typing import Protocol
 
 from devenv.config.profiles import HostProfile, RuntimeKind
 from devenv.errors import ProfileError
@@ -19,7 +20,16 @@ from devenv.services.environments.docker.backend import Provisioner
 from devenv.services.environments.host.backend import HostProvisioner
 from devenv.services.environments.slurm.backend import SlurmEnvironments
 
-_BACKENDS: dict[RuntimeKind, type[Provisioner] | type[HostProvisioner] | type[SlurmEnvironments]] = {
+
+class BackendClass(Protocol):
+    """What the registry needs of a backend's class: its traits, and how it opens on a host's connection."""
+
+    traits: Traits
+
+    def open(self, host: HostProfile, conn: Connection, check: Check | None = None) -> EnvironmentBackend: ...
+
+
+_BACKENDS: dict[RuntimeKind, BackendClass] = {
     RuntimeKind.DOCKER: Provisioner,            # a container of the host's Docker or podman
     RuntimeKind.HOST: HostProvisioner,          # the bare host
     RuntimeKind.SLURM: SlurmEnvironments,       # a Slurm job, from the cluster's login node
@@ -67,7 +77,13 @@ def open_backend(host: HostProfile, conn: Connection, check: Check | None = None
     return _backend(host).open(host, conn, check)
 
 
-def _backend(host: HostProfile) -> type[Provisioner] | type[HostProvisioner] | type[SlurmEnvironments]:
+def register(kind: RuntimeKind | str, backend: BackendClass) -> None:
+    """backend (a class with `traits` and `open(host, conn, check)`) serves the hosts of `runtime: kind` from
+    now on, in this process: how a backend that lives outside devenv (the tests' in-memory one) joins."""
+    _BACKENDS[RuntimeKind(kind)] = backend
+
+
+def _backend(host: HostProfile) -> BackendClass:
     backend = _BACKENDS.get(host.runtime)
     if backend is None:
         hint = "use runtime: " + ", ".join(k.value for k in RuntimeKind)
