@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import os
 import sys
+from typing import Any
 
 import click
 from click.utils import make_default_short_help
@@ -95,7 +96,7 @@ class DevenvGroup(click.Group):
             exc.message = redact(exc.message, ctx.meta[_ARGS])  # args is consumed by then
             raise
 
-    def invoke(self, ctx: click.Context):
+    def invoke(self, ctx: click.Context) -> Any:  # what the command returns, as click.Group.invoke
         try:
             return super().invoke(ctx)
         except DevenvError as exc:

@@ -14,15 +14,19 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Protocol
 
-from textual import on, work
+from rich.console import RenderableType
+from textual import events, on, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.message import Message
+from textual.notifications import SeverityLevel
+from textual.widget import AwaitMount
 from textual.widgets import Footer, Header, Input, Label, RichLog, Static
 from textual.worker import get_current_worker
 
 from devenv.errors import DevenvError
+from devenv.gpu.sample import ProcessSample
 from devenv.services.environments.slurm.places import FOLLOW_EVERY_S
 from devenv.services.monitor import HostSnapshot
 from devenv.services.monitor_jupyter import JupyterLink
@@ -85,9 +89,9 @@ class HostPanel(Static, can_focus=True):
         self.host = host
         self.snapshot: HostSnapshot = HostSnapshot(host, "connecting", 0.0)
         self.extras = HostExtras()
-        self.view = None
+        self.view: RenderableType | None = None
         self.drawn_at = 0.0  # monotonic time of the last redraw
-        self.shape: tuple | None = None
+        self.shape: tuple[int, int] | None = None
         self.border_title = host
         self.sort = "gpu"
         self.selected_pid: int | None = None   # the process the kill keys act on
@@ -103,7 +107,7 @@ class HostPanel(Static, can_focus=True):
     def on_focus(self) -> None:
         self.post_message(self.Selected(self.host))
 
-    def selected_process(self):
+    def selected_process(self) -> ProcessSample | None:
         return next((p for p in self.snapshot.processes if p.pid == self.selected_pid), None)
 
     def action_move(self, step: int) -> None:
@@ -125,8 +129,8 @@ class HostPanel(Static, can_focus=True):
     def redraw(self, now: float) -> None:
         self.set_class(self.snapshot.state != "ok", "unhealthy")
         width = self.content_size.width or self.app.size.width - 4
-        self.view = host_view(self.snapshot, self.extras, now, width, self.sort, self.selected_pid)
-        text = flatten(self.view, width)
+        self.view = view = host_view(self.snapshot, self.extras, now, width, self.sort, self.selected_pid)
+        text = flatten(view, width)
         shape = (text.plain.count("\n"), width)
         self.update(text, layout=shape != self.shape)  # a new layout only when the height changed
         self.shape, self.drawn_at = shape, time.monotonic()
@@ -134,7 +138,7 @@ class HostPanel(Static, can_focus=True):
 
 # --- the app --------------------------------------------------------------------------------------------
 
-class MonitorApp(App):
+class MonitorApp(App[None]):
     CSS_PATH = "monitor.tcss"
     TITLE = "devenv monitor"
     BINDINGS = [
@@ -172,8 +176,8 @@ class MonitorApp(App):
         self.logs_rows: int | None = None   # rows of the logs pane the user chose (None: by terminal size)
         self.jupyter_links: dict[str, JupyterLink] = {}  # host -> the last checked link (its tunnel stays open)
 
-    def notify(self, message: str, *, title: str = "", severity="information", timeout: float | None = None,
-               markup: bool = True) -> None:
+    def notify(self, message: str, *, title: str = "", severity: SeverityLevel = "information",
+               timeout: float | None = None, markup: bool = True) -> None:
         self.notified = (self.notified + [(severity, title, message)])[-50:]
         super().notify(message, title=title, severity=severity, timeout=timeout, markup=markup)
 
@@ -195,7 +199,7 @@ class MonitorApp(App):
 
     COMPACT_BELOW = (100, 30)  # columns, rows: under either, panels lose padding and the title bar goes
 
-    def on_resize(self, event) -> None:
+    def on_resize(self, event: events.Resize) -> None:
         self._fit(event.size.width, event.size.height)
 
     def _fit(self, width: int, height: int) -> None:
@@ -444,7 +448,7 @@ class MonitorApp(App):
         if message.host == self.logs_host:
             self.query_one("#logs", RichLog).write(message.line)
 
-    def on_action_finished(self, message: ActionFinished) -> None:
+    def on_action_finished(self, message: ActionFinished) -> AwaitMount | None:
         panel = self.panel(message.host)
         if message.action == "sanity":
             if isinstance(self.screen, SanityScreen) and self.screen.host == message.host:
@@ -458,6 +462,7 @@ class MonitorApp(App):
         title = f"{message.action} on {message.host}"
         self.notify(message.text, title=title, severity="information" if message.ok else "error",
                     timeout=30 if message.action == "jupyter" else 8, markup=False)
+        return None
 
     def on_sanity_progress(self, message: SanityProgress) -> None:
         if isinstance(self.screen, SanityScreen) and self.screen.host == message.host:
@@ -503,7 +508,9 @@ class MonitorApp(App):
         run = self.services.run_sanity
 
         def sanity(h: str) -> str:
-            return run(h, lambda text, fraction=None: self.post_message(SanityProgress(h, text, fraction)))
+            def progress(text: str, fraction: float | None = None) -> None:
+                self.post_message(SanityProgress(h, text, fraction))
+            return run(h, progress)
         self.push_screen(SanityScreen(host))
         self._run_action(host, "sanity", sanity)
 
