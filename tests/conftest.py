@@ -26,6 +26,11 @@ def pytest_collection_modifyitems(config, items) -> None:
         needs = _finder.needs_of(item)
         if needs and item.get_closest_marker("integration") is None:
             item.add_marker(pytest.mark.integration(reason=", ".join(sorted(needs))))
+        # the finer split (scripts/test runs the two kinds side by side: they wait on different things)
+        if "test host" in needs:
+            item.add_marker(pytest.mark.testhost)
+        if "root" in needs:
+            item.add_marker(pytest.mark.root)
         if "local_torch" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.torch)
 
