@@ -46,7 +46,7 @@ def test_sanity_progress_lines():
 
 # the real CPU sanity program runs here: ~60 s on a quiet 2-core machine, past 120 s when it is loaded
 @pytest.mark.timeout(300)
-def test_s_runs_the_real_sanity_program_with_live_progress():
+def test_s_runs_the_real_sanity_program_with_live_progress(local_torch):
     """torch here is a CPU build: the real program runs its CPU smoke and the verdict says no GPU was proven."""
     services = services_for({"local": profiles.load_host("local")})
     seen = []
