@@ -173,6 +173,14 @@ class EnvSession:
                             user_of(result.status.spec))
         return result
 
+    def down(self, purge: bool = False) -> dict[str, list[str]]:
+        """Stop and remove the environment (the workspace too with purge), and its ssh entry."""
+        removed = self.backend.down(self.env.name, purge=purge)
+        from devenv.services.ssh_entry import remove_env_entry
+
+        remove_env_entry(self.host, self.env.name)
+        return removed
+
     def jupyter_of(self, result: UpResult) -> JupyterAccess | None:
         """How to reach the Jupyter `up` started (None when it runs none)."""
         if result.jupyter is not None:
