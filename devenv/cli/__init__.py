@@ -97,15 +97,23 @@ class DevenvGroup(click.Group):
             raise
 
     def invoke(self, ctx: click.Context) -> Any:  # what the command returns, as click.Group.invoke
+        from devenv.cli.signals import ending_signals_interrupt
+
+        with ending_signals_interrupt():
+            return self._invoke(ctx)
+
+    def _invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except DevenvError as exc:
             given = ctx.meta.get(_ARGS, [])
             report_error(redact(exc.message, given), redact(exc.hint, given) if exc.hint else exc.hint)
             ctx.exit(exc.exit_code)
-        except KeyboardInterrupt:
-            click.echo("\nInterrupted.", err=True)
-            ctx.exit(130)
+        except KeyboardInterrupt as exc:  # Ctrl-C, and SIGTERM / SIGHUP (cli/signals.py)
+            from devenv.cli.signals import Stopped, exit_code
+
+            click.echo(f"\nInterrupted{f' ({exc.args[0]})' if isinstance(exc, Stopped) else ''}.", err=True)
+            ctx.exit(exit_code(exc))
         except click.ClickException as exc:  # a bad option value: click's message quotes it
             exc.message = redact(exc.message, ctx.meta.get(_ARGS, []))
             raise

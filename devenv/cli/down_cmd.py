@@ -32,7 +32,7 @@ def down(host: str, env: str | None, accept_new_host: bool, purge: bool, assume_
                                       "add --yes to delete the workspace without asking")
                 click.confirm(f"Delete {', '.join(volumes)} on {host}, with every file in it?", abort=True,
                               err=True)
-        removed = backend.down(env_profile.name, purge=purge)
+        removed = session.down(purge=purge)
     if as_json:
         emit_json({"schema_version": 1, "host": host, "env": env_profile.name, **removed.to_json()})
         return

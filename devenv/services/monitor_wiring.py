@@ -52,7 +52,7 @@ def services_for(host_profiles: dict, accept_new_host: bool = False, env_choice:
 
     def down(name: str) -> str:
         with session(name) as s:
-            removed = s.backend.down(s.env.name)
+            removed = s.down()
         if not removed.items:
             return f"no environment '{s.env.name}' on {name}: nothing to remove"
         return f"removed {', '.join(removed.items)}; the workspace is kept"

@@ -34,6 +34,7 @@ from devenv.services.environments.contract import (
     Events,
     JupyterAccess,
     QuietEvents,
+    Removed,
     Traits,
     UpOptions,
     UpResult,
@@ -166,6 +167,14 @@ class EnvSession:
             write_env_entry(self.host, self.env.name, result.status.ports["ssh"], result.host_key, key.private_path,
                             user_of(result.status.spec))
         return result
+
+    def down(self, purge: bool = False) -> Removed:
+        """Stop and remove the environment (the workspace too with purge), and its ssh entry."""
+        removed = self.backend.down(self.env.name, purge=purge)
+        from devenv.services.ssh_entry import remove_env_entry
+
+        remove_env_entry(self.host, self.env.name)
+        return removed
 
     def jupyter_of(self, result: UpResult) -> JupyterAccess | None:
         """How to reach the Jupyter `up` started (None when it runs none)."""

@@ -76,13 +76,6 @@ KNOWN_GAPS: dict[tuple[str, str], str] = {
     ("test_exec_passes_stdin", "memory"): "exec's contract carries no stdin (only a container's own sshd does)",
     ("test_exec_passes_stdin", "host"): "exec's contract carries no stdin (only a container's own sshd does)",
     ("test_exec_passes_stdin", "slurm"): "exec's contract carries no stdin (only a container's own sshd does)",
-    ("test_two_up_at_once_make_one_environment", "memory"): "down leaves the ssh entry",
-    ("test_down_purge_leaves_nothing", "memory"): "down leaves the ssh entry",
-    ("test_the_environment_ends_clean", "memory"): "down leaves the ssh entry",
-    ("test_signal_at_each_wait_of_up_leaves_nothing_the_next_up_cannot_finish", "memory-SIGTERM"):
-        "SIGTERM kills `up` where it stands (only Ctrl-C is handled)",
-    ("test_signal_at_each_wait_of_up_leaves_nothing_the_next_up_cannot_finish", "memory-SIGHUP"):
-        "SIGHUP kills `up` where it stands (only Ctrl-C is handled)",
 }
 
 

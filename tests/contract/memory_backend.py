@@ -86,8 +86,10 @@ class SharedRuntime:
             engine = pickle.loads(path.read_bytes()) if path.exists() else _Engine(self.host, {BASE_IMAGE: "sha256:m"})
             try:
                 return getattr(engine, name)(*args, **kwargs)
-            finally:
-                path.write_bytes(pickle.dumps(engine))
+            finally:  # whole or not at all: a call interrupted by a signal leaves the engine as it was
+                part = path.with_suffix(".part")
+                part.write_bytes(pickle.dumps(engine))
+                part.replace(path)
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_"):

@@ -299,6 +299,8 @@ class SlurmEnvironments(FlowBackend):
             state = self._wait_ready(env.name, job, events, options.ready_timeout, spare)
         except BaseException as exc:   # Jupyter never answered, Ctrl-C, a lost connection: leave no orphan job
             self._cancel_quietly(job_id)
+            if isinstance(exc, KeyboardInterrupt):   # Ctrl-C, SIGTERM, SIGHUP: what became of the job is said
+                events.step(f"Interrupted: devenv cancelled job {job_id}")
             if isinstance(exc, jupyter.NotReady):
                 exc.hint = f"devenv cancelled job {job_id}; " + (exc.hint or "")
             raise
