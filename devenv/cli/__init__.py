@@ -97,6 +97,9 @@ class DevenvGroup(click.Group):
 
     def invoke(self, ctx: click.Context):
         try:
+            from devenv.config.paths import check_devenv_home
+
+            check_devenv_home()  # a command runs (--help ended in parsing): the setting every command reads
             return super().invoke(ctx)
         except DevenvError as exc:
             given = ctx.meta.get(_ARGS, [])
