@@ -104,6 +104,9 @@ class DevenvGroup(click.Group):
 
     def _invoke(self, ctx: click.Context) -> Any:
         try:
+            from devenv.config.paths import check_devenv_home
+
+            check_devenv_home()  # a command runs (--help ended in parsing): the setting every command reads
             return super().invoke(ctx)
         except DevenvError as exc:
             given = ctx.meta.get(_ARGS, [])

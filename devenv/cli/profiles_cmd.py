@@ -85,7 +85,9 @@ def validate(files: tuple[Path, ...], kind: str | None) -> None:
     failures = errors = 0
     for path in targets:
         try:
-            profiles.validate_file(Path(path), kind)
+            parsed = profiles.validate_file(Path(path), kind)
+            if isinstance(parsed, profiles.EnvProfile) and parsed.build is not None:
+                _check_dockerfile(parsed)
             click.echo(f"ok    {path}")
         except ProfileError as exc:
             failures += 1
@@ -97,6 +99,14 @@ def validate(files: tuple[Path, ...], kind: str | None) -> None:
                     click.secho(f"      hint: {one.hint}", fg="yellow", err=True)
     if failures:
         raise ProfileError(f"{errors} error(s) in {failures} of {len(targets)} profile(s)", "fix the errors above")
+
+
+def _check_dockerfile(env: profiles.EnvProfile) -> None:
+    """What `up` refuses when it builds: a build.dockerfile that is missing or outside the folders a build may
+    send (images/, or $DEVENV_BUILD_CONTEXT); a ProfileError, as for the file's own errors."""
+    from devenv.env.image_context import BuildInputs, dockerfile_path
+
+    dockerfile_path(env, BuildInputs.from_options(None, None))
 
 
 def _is_user(source: Path | None) -> bool:

@@ -77,6 +77,9 @@ def sanity(hosts: tuple[str, ...], suite: str, env: str | None, python: str | No
     """
     from devenv.services.sanity import STAGES
 
+    if only.strip() and not any(s.strip() for s in only.split(",")):
+        raise click.BadParameter(f"names no stage; choose from {','.join(STAGES)} (or leave --only out for all)",
+                                 param_hint="--only")
     unknown = [s.strip() for s in only.split(",") if s.strip() and s.strip() not in STAGES]
     if unknown:
         raise click.BadParameter(f"unknown stage(s) {', '.join(validate.preview(s) for s in unknown[:3])}; "

@@ -486,7 +486,7 @@ ENV_SCHEMA: dict[str, FieldParser[object]] = {
     "torch": _version(r"\d+\.\d+(\.\d+)?(\+(cu\d+|cpu|rocm[\d.]+))?", "2.8.0+cu128"),
     "image_size_gb": _number,
     "ports": _ports,
-    "volumes": _mapping_of(_checked(check.container_path_problem, "e.g. workspace: /workspace")),
+    "volumes": _mapping_of(_checked(check.volume_path_problem, "e.g. workspace: /workspace")),
     "env": _mapping_of(_string, r"[A-Za-z_][A-Za-z0-9_]*"),
     "shm_size": _shm_size,
     "gpus": _gpus,

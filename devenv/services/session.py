@@ -272,6 +272,8 @@ def open_env(host: str | HostProfile, env_name: str | None = None, *, accept_new
     profile = hostref.load_host(host) if isinstance(host, str) else host  # a profile, or an ssh destination
     chosen_key()  # a bad $DEVENV_SSH_KEY is bad input (exit 2), said before any connection is tried
     session = EnvSession(profile, get_connection(profile, accept_new_host=accept_new_host), env_name, events)
+    if env_name or os.environ.get("DEVENV_ENV"):
+        session.env  # noqa: B018  (a named env that cannot be loaded is bad input, exit 2, said before dialling)
     try:
         yield session
     finally:
