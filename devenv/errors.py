@@ -62,6 +62,13 @@ class CommandTimeout(DevenvError):
         self.timeout = timeout
 
 
+class PortTaken(DevenvError):
+    """A local port the user named (or a forward needs) is already held on this machine: exit 6, its own class
+    (neither bad input nor a host that cannot be reached), as ssh's `bind: Address already in use`."""
+
+    exit_code = 6
+
+
 class BadInputError(DevenvError):
     """An argument that cannot be used as given (a path outside the workspace, a port that is taken)."""
 

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from devenv.cli import main, shown_whole
 
-DOCUMENTED = {0, 1, 2, 3, 4, 5}
+DOCUMENTED = {0, 1, 2, 3, 4, 5, 6}
 UNREACHABLE = "127.0.0.1:9"
 FUZZ = settings(max_examples=int(os.environ.get("DEVENV_FUZZ_CLI_EXAMPLES", "400")), deadline=None, database=None,
                 suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
@@ -71,7 +71,7 @@ def invocations(draw) -> tuple[list[str], dict[str, str]]:
     else:
         argv = words[:1] + [draw(host_args())] + words[1:]
         options = COMMANDS[command]
-        if command in ("tunnel", "sync"):  # PORT[:LOCAL] / LOCAL_DIR after HOST
+        if command in ("tunnel", "sync"):  # [LOCAL:]PORT / LOCAL_DIR after HOST
             argv.append(draw(st.one_of(st.sampled_from(["8888", "8888:0", "0", "65536", "1:99999"] + PATHS),
                                        hostile_text())))
         if command == "up --devcontainer":

@@ -44,8 +44,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
                              "hosts themselves."),
     "sync": ("sync_cmd", "Copy LOCAL_DIR (default: here) into the environment's workspace on HOST over its ssh "
                          "entry (rsync)."),
-    "tunnel": ("tunnel_cmd", "Forward environment PORTs to this machine's 127.0.0.1 (same port, or LOCAL) until "
-                             "Ctrl-C."),
+    "tunnel": ("tunnel_cmd", "Forward environment PORTs to this machine's 127.0.0.1 (same port, or LOCAL:PORT as "
+                             "ssh -L) until Ctrl-C."),
     "up": ("up_cmd", "Make (or reattach to) the environment on HOST: check, image, container, Jupyter and sshd, "
                      "tunnels."),
 }

@@ -10,7 +10,8 @@ Anything the tables do not cover is "unknown", never a guess.
 
 from __future__ import annotations
 
-from devenv.compat.report import FAIL, PASS, UNKNOWN, WARN, Finding
+from devenv.checks.report import FAIL, PASS, UNKNOWN, WARN
+from devenv.compat.report import Finding
 from devenv.compat.tables import GpuModel, Tables, ToolkitRelease
 from devenv.compat.versions import CudaVersion, DriverVersion
 

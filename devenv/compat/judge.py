@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from devenv.checks.report import PASS, UNKNOWN, WARN
 from devenv.compat.arch import check_toolkit_arch, check_torch_arch
 from devenv.compat.driver import check_driver
-from devenv.compat.report import PASS, UNKNOWN, WARN, CompatReport, Finding
+from devenv.compat.report import CompatReport, Finding
 from devenv.compat.tables import GpuModel, Tables, load_tables
 from devenv.compat.versions import (
     ComputeCapability,

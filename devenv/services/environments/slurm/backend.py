@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
-from devenv.cluster import slurm_job
+from devenv.cluster import slurm_job, slurm_text
 from devenv.cluster.errors import JobEnded, JobRejected, QueueTimeout
 from devenv.cluster.slurm_job import JobRequest, SlurmSettings
 from devenv.cluster.slurm_text import Job
@@ -59,6 +59,8 @@ if TYPE_CHECKING:
     from devenv.services.monitor import JobPlace
 
 LIVE = ("pending", "running", "ending")
+REPORT_EVERY_S = 10.0   # a pending job's line while `up` waits: at this cadence, and when the reason changes
+FIRST_REPORT_S = 3.0    # the first line waits for Slurm's first reason at most this long
 
 _PROBE = jupyter_scripts.PROBE
 
@@ -153,13 +155,18 @@ class SlurmEnvironments(FlowBackend):
         except ValueError:
             return None
 
-    def _status(self, env_name: str, job: Job, state: dict | None = None) -> EnvStatus:
+    def _status(self, env_name: str, job: Job, state: dict | None = None,
+                spot: slurm_text.QueueSpot | None = None) -> EnvStatus:
         nodes = self.slurm.hostnames(job.nodes) if job.nodes else []
         if job.phase == "running":
             state = state if state is not None else self.job_state(env_name, job.job_id)
         running = job.phase == "running" and bool(state)
+        queue: dict = {}
         if job.phase == "pending":
-            detail = f"pending: {job.pending_text()}"
+            spot = spot if spot is not None else self.slurm.queue_spot(job.job_id)
+            detail = slurm_text.wait_text(job, spot, None, self.settings.queue_timeout)
+            queue = {"reason": job.reason_code, "reason_text": job.reason_text(), **spot.to_dict(),
+                     "limit_s": self.settings.queue_timeout, "estimated_start": job.start}
         elif job.phase == "running":
             detail = (f"time left {job.time_left}" if job.time_left else "") + ("" if state else
                                                                                  ", Jupyter not started yet")
@@ -175,7 +182,7 @@ class SlurmEnvironments(FlowBackend):
                                              "ending" if job.phase == "ending" else "ended"),
             spec_hash=spec_hash, ports={"jupyter": int(state["port"])} if running and state else {},
             container=job.job_id, name=job.name, started_at=job.start or "", detail=detail.strip(", "),
-            job_id=job.job_id, nodes=nodes, address=nodes[0] if nodes else "",
+            job_id=job.job_id, nodes=nodes, address=nodes[0] if nodes else "", queue=queue,
         )
 
     def list_environments(self, all_owners: bool) -> list[EnvStatus]:
@@ -333,9 +340,14 @@ class SlurmEnvironments(FlowBackend):
                                              f"file system): {self.host.python} -m pip install jupyterlab")
 
     def _wait_start(self, env_name: str, job_id: str, events) -> Job:
-        """Until the job runs; bounded by slurm.queue_timeout, cancelling it on timeout or a hopeless reason."""
-        deadline = self._clock() + self.settings.queue_timeout
-        said = None
+        """Until the job runs; bounded by slurm.queue_timeout, cancelling it on timeout or a hopeless reason.
+        While it pends, a line every REPORT_EVERY_S (and when the reason changes): Slurm's reason, how long it
+        has waited, the limit, its place in the partition's queue; the first one once Slurm gave a reason
+        (a job it has not looked at yet has none), or after FIRST_REPORT_S without one."""
+        started = self._clock()
+        deadline = started + self.settings.queue_timeout
+        said_reason: str | None = None
+        next_report = started + FIRST_REPORT_S
         polls = 0
         while True:
             job = self.slurm.job(job_id)
@@ -353,16 +365,23 @@ class SlurmEnvironments(FlowBackend):
                                   f"devenv cancelled it",
                                   f"fix the host profile's slurm: settings; `devenv check {self.host.name}` "
                                   f"shows the partitions and their limits")
-            text = f"Job {job_id} pending: {job.pending_text()}"
-            if text != said:
-                events.step(text)
-                said = text
-            if self._clock() >= deadline:
+            now = self._clock()
+            timed_out = now >= deadline
+            changed = job.reason_code is not None and job.reason_code != said_reason
+            if changed or now >= next_report or timed_out:
+                spot = self.slurm.queue_spot(job_id)
+                text = slurm_text.wait_text(job, spot, now - started, self.settings.queue_timeout)
+                if not timed_out:
+                    events.step(f"Job {job_id} {text}")
+                said_reason = job.reason_code or said_reason
+                next_report = now + REPORT_EVERY_S
+            if timed_out:
                 self.slurm.cancel(job_id)
                 raise QueueTimeout(f"job {job_id} did not start within {self.settings.queue_timeout:.0f} s on "
-                                   f"{self.host.name}: {job.pending_text()}; devenv cancelled it",
+                                   f"{self.host.name}: {text}; devenv cancelled it",
                                    "raise slurm.queue_timeout in the host profile, or ask for fewer resources "
-                                   "or another partition")
+                                   "or another partition; `devenv check " + self.host.name + "` shows the "
+                                   "nodes and what they take")
             polls += 1
             self._sleep(0.25 if polls < 20 else 1.0)   # 5 s of quick polls: a free queue starts a job in 1-4 s
 
