@@ -113,9 +113,7 @@ class SlurmEnvironments:
 
     def job_of(self, env_name: str) -> Job | None:
         """The env's live job (newest), else its newest ended one Slurm still remembers, else None."""
-        jobs = sorted(self.slurm.jobs(self.job_name(env_name)), key=lambda j: int(j.job_id.split("_")[0]))
-        live = [j for j in jobs if j.phase in LIVE]
-        return (live or jobs or [None])[-1]
+        return max(self.slurm.jobs(self.job_name(env_name)), key=_rank, default=None)
 
     def job_state(self, env_name: str, job_id: str) -> dict | None:
         """job-<id>.json (node, port) the launcher wrote on the compute node; None before it ran."""
@@ -153,11 +151,15 @@ class SlurmEnvironments:
     def status(self, all_owners: bool = True) -> list[EnvStatus]:
         """This owner's environment jobs (Slurm shows a user only their own jobs' details: --me)."""
         prefix = slurm_job.JOB_PREFIX + self.owner + "-"
-        out = []
+        chosen: dict[str, Job] = {}   # one row per environment: Slurm also remembers its earlier jobs a while
         for job in self.slurm.jobs_by_prefix(prefix):
             env_name = job.name[len(prefix):]
-            out.append(self._status(env_name, job))
-        return out
+            if env_name not in chosen or _rank(job) > _rank(chosen[env_name]):
+                chosen[env_name] = job
+        # a job cancelled on purpose (down, an interrupted up, scancel) leaves no environment to show; one that
+        # ended by itself (TIMEOUT, NODE_FAIL, ...) is shown, with why
+        return [self._status(env_name, job) for env_name, job in chosen.items()
+                if job.phase in LIVE or not job.state.startswith("CANCELLED")]
 
     def find(self, env_name: str) -> EnvStatus | None:
         job = self.job_of(env_name)
@@ -533,6 +535,11 @@ class SlurmEnvironments:
         if not hasattr(self, "_home_dir"):
             self._home_dir = self.conn.run('printf %s "$HOME"', check=True, timeout=30).stdout.strip()
         return self._home_dir + path[1:]
+
+
+def _rank(job: Job) -> tuple[bool, int]:
+    """Which of an environment's jobs is the environment: a live one before an ended one, then the newest."""
+    return job.phase in LIVE, int(job.job_id.split("_")[0])
 
 
 def _describe(s: SlurmSettings) -> str:
