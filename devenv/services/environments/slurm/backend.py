@@ -17,6 +17,7 @@ does not start in time is cancelled before the error is raised: no orphan job st
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import time
 from collections.abc import Callable, Iterator
@@ -57,6 +58,7 @@ if TYPE_CHECKING:
     from devenv.runtimes.host_runtime import PreparedFiles
 
 LIVE = ("pending", "running", "ending")
+_SRUN_TASK_EXIT = re.compile(r"srun: error: \S+: task \d+: Exited with exit code \d+\s*$")
 
 _PROBE = jupyter_scripts.PROBE
 
@@ -523,7 +525,10 @@ class SlurmEnvironments:
         inner = ["bash", "-c", 'cd "$1" 2>/dev/null || cd; shift; exec "$@"', "devenv",
                  self._abs(self.files.workspace(env_name)), *argv]
         result = self.slurm.step(job.job_id, state["node"], inner, timeout=3600)
-        return iter([(result.stdout.encode(), result.stderr.encode())]), (lambda: result.exit_code)
+        # srun's own word on a task's non-zero exit: the exit code says it already (as ssh adds nothing)
+        stderr = "".join(line for line in result.stderr.splitlines(keepends=True)
+                         if not _SRUN_TASK_EXIT.match(line))
+        return iter([(result.stdout.encode(), stderr.encode())]), (lambda: result.exit_code)
 
     def _env_path(self, env_name: str, name: str) -> str:
         """A file in the env's dir, absolute and quoted for the login node's shell."""
