@@ -222,7 +222,7 @@ def test_the_check_starts_before_the_engine_is_asked_when_this_laptop_knows_no_e
 
     seen: list[str] = []
 
-    def run_check(conn, host, env, on_result=None, allow_busy=False):
+    def run_check(conn, host, env, on_result=None, allow_busy=False, with_engine=False):
         seen.append(threading.current_thread().name)
         return CheckReport(host.name, env.name, [CheckResult("docker.daemon", "Docker daemon", PASS, "seen")])
 

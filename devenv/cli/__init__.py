@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import os
 import sys
+from typing import Any
 
 import click
 from click.utils import make_default_short_help
@@ -44,8 +45,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
                              "hosts themselves."),
     "sync": ("sync_cmd", "Copy LOCAL_DIR (default: here) into the environment's workspace on HOST over its ssh "
                          "entry (rsync)."),
-    "tunnel": ("tunnel_cmd", "Forward environment PORTs to this machine's 127.0.0.1 (same port, or LOCAL) until "
-                             "Ctrl-C."),
+    "tunnel": ("tunnel_cmd", "Forward environment PORTs to this machine's 127.0.0.1 (same port, or LOCAL:PORT as "
+                             "ssh -L) until Ctrl-C."),
     "up": ("up_cmd", "Make (or reattach to) the environment on HOST: check, image, container, Jupyter and sshd, "
                      "tunnels."),
 }
@@ -95,14 +96,17 @@ class DevenvGroup(click.Group):
             exc.message = redact(exc.message, ctx.meta[_ARGS])  # args is consumed by then
             raise
 
-    def invoke(self, ctx: click.Context):
+    def invoke(self, ctx: click.Context) -> Any:  # what the command returns, as click.Group.invoke
         from devenv.cli.signals import ending_signals_interrupt
 
         with ending_signals_interrupt():
             return self._invoke(ctx)
 
-    def _invoke(self, ctx: click.Context):
+    def _invoke(self, ctx: click.Context) -> Any:
         try:
+            from devenv.config.paths import check_devenv_home
+
+            check_devenv_home()  # a command runs (--help ended in parsing): the setting every command reads
             return super().invoke(ctx)
         except DevenvError as exc:
             given = ctx.meta.get(_ARGS, [])

@@ -43,5 +43,6 @@ def check(hosts: tuple[str, ...], env: str | None, accept_new_host: bool, as_jso
     if not as_json:
         click.echo(f"Checking {', '.join(names)}...", err=True)
     results = per_host(names, lambda n: _check_one(n, env, accept_new_host))
-    codes = [err.exit_code if err else (0 if report.ok else EXIT_FAILED) for _, report, err in results]
+    codes = [err.exit_code if err else (0 if report is not None and report.ok else EXIT_FAILED)
+             for _, report, err in results]
     finish_per_host(results, codes, as_json, lambda report: report.to_dict(), print_checks)

@@ -54,7 +54,7 @@ def apply(session, dc: Devcontainer, root: Path) -> None:
         pc = project_context.resolve(root, dc.context, dc.dockerfile, dc.source)
         digest = pc.digest
     env, notes = overlay(session.env, dc, str(root), digest)
-    if not session.traits.containers:
+    if not session.kind.builds_images:
         notes.append(f"image, build, mounts, remoteUser: {session.host.name} runs environments without containers "
                      "(runtime: host or slurm), so none of them is used there")
     session.env = env

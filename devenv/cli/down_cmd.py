@@ -34,16 +34,16 @@ def down(host: str, env: str | None, accept_new_host: bool, purge: bool, assume_
                               err=True)
         removed = session.down(purge=purge)
     if as_json:
-        emit_json({"host": host, "env": env_profile.name, **removed})
+        emit_json({"schema_version": 1, "host": host, "env": env_profile.name, **removed.to_json()})
         return
-    if not removed["containers"] and not removed["volumes"]:
+    if not removed.items and not removed.volumes:
         click.echo(f"No environment '{env_profile.name}' on {host}: nothing to remove.")
         return
-    for name in removed["containers"]:
-        click.echo(f"{backend.traits.down_verb} {name} on {host}.")
-    for name in removed["volumes"]:
+    for name in removed.items:
+        click.echo(f"{removed.verb} {name} on {host}.")
+    for name in removed.volumes:
         click.echo(f"Deleted volume {name} on {host}.")
-    for name in removed.get("networks", []):
+    for name in removed.networks:
         click.echo(f"Removed network {name} on {host}.")
     if not purge:
         click.echo(f"The workspace is kept; `devenv up {host}` brings the environment back with it.")

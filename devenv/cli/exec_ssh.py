@@ -41,13 +41,15 @@ def exec_over_ssh(host: str, env: str | None, accept_new_host: bool, argv: list[
     """
     from devenv.cli.common import load_host
     from devenv.cli.env_entry import env_target
-    from devenv.services.environments.registry import traits_of
+    from devenv.services.environments.contract import Shell
+    from devenv.services.environments.registry import backend_class
     from devenv.services.session import resolve_env
 
     if not tty and not resolve_env(load_host(host), env).sshd:
         return
     host_profile, _, target = env_target(host, env, accept_new_host)
-    if target.destination is None or (not traits_of(host_profile).containers and not tty):
+    # piped stdin without a terminal on the bare host: devenv's own exec there (it sets the environment's GPUs)
+    if target.destination is None or (backend_class(host_profile).shell is Shell.HOST and not tty):
         return
     run_remote(host, ssh_command(target.ssh_argv, target.destination, remote_command(target.workspace, argv), tty),
                argv)

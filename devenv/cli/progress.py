@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import sys
 import time
+from typing import TYPE_CHECKING
 
 import click
 
 from devenv.checks.report import CheckReport
 from devenv.env.info import ProgressEvent
+
+if TYPE_CHECKING:
+    from devenv.services.jupyter import Probe
 
 
 class ProgressPrinter:
@@ -40,7 +44,7 @@ class ProgressPrinter:
             self._end_line()
             click.echo(f"    {event.text}", err=True)
 
-    def waiting(self, waited: float, probe) -> None:
+    def waiting(self, waited: float, probe: Probe) -> None:
         down = ", ".join(line.split(" ")[0] for line in probe.text.splitlines() if " down" in line)
         self._rewrite(f"    waiting {waited:5.1f} s ({down or 'starting'} not answering yet)")
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from devenv.cli import main
@@ -11,7 +13,7 @@ from devenv.cli.params import Seconds
 from devenv.cli.progress import ProgressPrinter
 from devenv.cli.render import emit_json
 from devenv.env.image_context import BuildInputs
-from devenv.services.environments.contract import UpOptions
+from devenv.services.environments.contract import JupyterAccess, UpOptions
 from devenv.services.session import open_env
 
 
@@ -96,7 +98,7 @@ def up(host: str, env: str | None, accept_new_host: bool, detach: bool, assume_y
             ports.close()
 
 
-def _jupyter_json(host: str, local: bool, access) -> dict | None:
+def _jupyter_json(host: str, local: bool, access: JupyterAccess | None) -> dict[str, Any] | None:
     """Where Jupyter is: its URL when this machine reaches it as is (a local host), else how to tunnel to it."""
     from devenv.services import jupyter
 

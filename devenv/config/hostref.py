@@ -34,7 +34,8 @@ def group_members(group: str) -> list[str]:
     wanted = group.removeprefix(GROUP_PREFIX)
     if not wanted:
         raise ProfileError("'@' names no group", "write @GROUP, a group listed under `groups:` in host profiles")
-    members, known = [], set()
+    members: list[str] = []
+    known: set[str] = set()
     for name in profiles.names("hosts"):
         try:
             host = profiles.load_host(name)
@@ -123,7 +124,7 @@ def new_profile_text(name: str, destination: str | None, runtime: str, groups: l
     for group in groups:
         if not profiles._NAME_RE.match(group):
             raise ProfileError(f"'{group}' is not a valid group name", "use letters, digits, '.', '_' and '-'")
-    data: dict = {"description": description or f"added with `devenv hosts add {name}`", "ssh": ssh,
+    data: dict[str, object] = {"description": description or f"added with `devenv hosts add {name}`", "ssh": ssh,
                   "runtime": runtime}
     if groups:
         data["groups"] = list(dict.fromkeys(groups))

@@ -1,6 +1,7 @@
-"""What the monitor's keys call, wired to the services of this build: provisioning (environment state, up,
-down, logs, Jupyter tunnel + URL) and the sanity suite (live progress, saved verdicts). The TUI only gets
-callables, so it never builds a connection; each call opens what it needs through the pooled connection."""
+"""The monitor keys' MonitorServices (services/monitor_keys.py) wired to the services of this build (L2):
+provisioning (environment state, up, down, logs, Jupyter tunnel + URL) and the sanity suite (live progress, saved
+verdicts). The TUI only gets callables, so it never builds a connection; each call opens what it needs through
+the pooled connection."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 from devenv.config import profiles
 from devenv.errors import DevenvError
+from devenv.services.monitor_keys import MonitorServices
 from devenv.services.session import open_env, resolve_env
-from devenv.tui.monitor_app import MonitorServices
 
 Progress = Callable[[str, "float | None"], None]
 LOG_TAIL = 100
@@ -52,9 +53,9 @@ def services_for(host_profiles: dict, accept_new_host: bool = False, env_choice:
     def down(name: str) -> str:
         with session(name) as s:
             removed = s.down()
-        if not removed["containers"]:
+        if not removed.items:
             return f"no environment '{s.env.name}' on {name}: nothing to remove"
-        return f"removed {', '.join(removed['containers'])}; the workspace is kept"
+        return f"removed {', '.join(removed.items)}; the workspace is kept"
 
     from devenv.services.monitor_jupyter import TunnelOwner, open_link
 
