@@ -14,6 +14,7 @@ import os
 import pickle
 import queue
 import re
+import secrets
 import shutil
 import subprocess
 import sys
@@ -235,10 +236,11 @@ def memory_place(home: Path) -> MemoryPlace:
     environ = base_environ(home, {"DEVENV_SSH_CONFIG": str(home / "ssh_config_user"),
                                   "DEVENV_KNOWN_HOSTS": str(home / "known_hosts_user")})
     environ["PYTHONPATH"] = os.pathsep.join([str(REPO), str(REPO / "tests")])
-    place = MemoryPlace("memory", "memhost", "cmem", home, environ, argv0=[sys.executable, str(MEMORY_DEVENV)],
+    env = f"cmem{secrets.token_hex(2)}"   # the lock on this machine is per owner and name: one per worker
+    place = MemoryPlace("memory", "memhost", env, home, environ, argv0=[sys.executable, str(MEMORY_DEVENV)],
                         waits=(Wait("building", r"==> Building "), Wait("waiting for jupyter", r"==> Waiting for ")))
     (home / "profiles" / "hosts" / "memhost.yaml").write_text(
-        "description: the memory engine (tests/contract)\nlocal: true\nruntime: docker\ndefault_env: cmem\n")
+        f"description: the memory engine (tests/contract)\nlocal: true\nruntime: docker\ndefault_env: {env}\n")
     place.write_profile()
     return place
 
