@@ -29,6 +29,11 @@ class ProfileError(BadInput):
     """A profile is missing, malformed or names an unknown field."""
 
 
+class NotConfirmed(BadInput):
+    """A step that needs the user's yes (recreate an environment, delete a workspace, edit ~/.ssh/config) was not
+    confirmed: no terminal to ask on (and no --yes), or the user said no. Exit 2 in every command."""
+
+
 class ConnectError(DevenvError):
     """The host could not be reached or authenticated (network, key, host key)."""
 

@@ -109,6 +109,7 @@ def test_another_spec_is_shown_and_left_alone_unless_confirmed():
     with pytest.raises(DevenvError, match="differs from its profile") as err:
         backend(runtime).up(ENV, Key(), events=events, options=UpOptions())
     assert "shm_size: 1g -> 8g" in err.value.message
+    assert err.value.exit_code == 2 and "--yes" in (err.value.hint or "")  # not confirmed: as every such step
     assert events.questions and "shm_size: 1g -> 8g" in events.questions[0][1]
     assert runtime.find(cid) is not None and not runtime.did("remove")
 

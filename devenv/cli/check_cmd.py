@@ -32,6 +32,8 @@ def check(hosts: tuple[str, ...], env: str | None, accept_new_host: bool, as_jso
         with open_env(names[0], env, accept_new_host=accept_new_host) as session:
             if not as_json:
                 click.echo(f"Checking {names[0]} for environment '{session.env.name}'...", err=True)
+                if session.env_note:
+                    click.echo(f"  ({session.env_note})", err=True)
             report = session.check()
         if as_json:
             emit_json(report.to_dict())

@@ -9,7 +9,7 @@ import click
 from devenv.cli import main
 from devenv.cli.common import accept_new_host_option, env_option
 from devenv.cli.render import emit_json
-from devenv.errors import DevenvError
+from devenv.errors import NotConfirmed
 from devenv.services.session import open_env
 
 
@@ -28,8 +28,8 @@ def down(host: str, env: str | None, accept_new_host: bool, purge: bool, assume_
             volumes = backend.volumes(env_profile.name)
             if volumes:
                 if not sys.stdin.isatty():
-                    raise DevenvError(f"--purge would delete {', '.join(volumes)} on {host} and cannot ask here",
-                                      "add --yes to delete the workspace without asking")
+                    raise NotConfirmed(f"--purge would delete {', '.join(volumes)} on {host} and cannot ask here",
+                                       "add --yes to delete the workspace without asking")
                 click.confirm(f"Delete {', '.join(volumes)} on {host}, with every file in it?", abort=True,
                               err=True)
         removed = session.down(purge=purge)

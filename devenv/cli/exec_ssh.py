@@ -8,6 +8,7 @@ runs in the workspace, as `docker exec` would.
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import signal
 import stat
@@ -63,6 +64,8 @@ def ssh_command(ssh_argv: tuple[str, ...], destination: str, command: str, tty: 
     return [*options, "--", destination, command]
 
 
+# what ssh says (LogLevel INFO) when a session with a pty ends normally: not a lost connection, not shown
+_CLOSED = re.compile(r"^Connection to \S+ closed\.\r?\n?", re.M)
 # what ssh says when a connection that was up ends under it (a keepalive timeout, the proxy or peer gone)
 _LOST = ("not responding", "closed", "Broken pipe", "reset by peer", "Connection timed out during")
 
@@ -81,6 +84,7 @@ def run_remote(host: str, ssh: list[str], argv: list[str]) -> NoReturn:
                 said = f.read(64 * 1024)
         except OSError:
             said = ""
+    said = _CLOSED.sub("", said)  # ssh's note after a session with a pty ended as asked: no news for the user
     if said:
         sys.stderr.write(said if said.endswith("\n") else said + "\n")
     if code != 255 or not said.strip():

@@ -61,6 +61,9 @@ def expand(names: list[str] | tuple[str, ...]) -> list[str]:
     return out
 
 
+NO_PROFILE = "ssh destination (no profile)"  # the source of a host named without a profile
+
+
 def load_host(name: str) -> HostProfile:
     """A host profile, or the profile an ssh destination implies (see the module's docstring)."""
     if is_group(name):
@@ -86,7 +89,7 @@ def destination_profile(name: str) -> HostProfile:
         target = SSHTarget(alias=host)  # ssh -G resolves it: a config alias, or the plain name
     else:
         target = SSHTarget(hostname=host, user=user, port=int(port) if port else None)
-    return HostProfile(name=name, source="ssh destination (no profile)", ssh=target, runtime=RuntimeKind.AUTO,
+    return HostProfile(name=name, source=NO_PROFILE, ssh=target, runtime=RuntimeKind.AUTO,
                        description="reached as `ssh " + name + "` would")
 
 
@@ -111,7 +114,7 @@ def default_status_hosts() -> list[str]:
 
 
 def new_profile_text(name: str, destination: str | None, runtime: str, groups: list[str],
-                     description: str = "") -> str:
+                     description: str = "", default_env: str | None = None) -> str:
     """The YAML of a new host profile (validated by parsing it back; values never become extra YAML)."""
     import yaml
 
@@ -128,6 +131,9 @@ def new_profile_text(name: str, destination: str | None, runtime: str, groups: l
                   "runtime": runtime}
     if groups:
         data["groups"] = list(dict.fromkeys(groups))
+    if default_env is not None:
+        profiles.load_env(default_env)  # an environment that exists (a profile), or the error naming the known
+        data["default_env"] = default_env
     text = yaml.safe_dump(data, sort_keys=False)
     profiles.parse_host(text, name, f"new profile {name}")  # the same validation as every profile
     return text

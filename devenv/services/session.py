@@ -25,6 +25,7 @@ from devenv.config.profiles import EnvProfile, HostProfile
 from devenv.env.image_context import BuildInputs
 from devenv.env.info import EnvStatus, ImageInfo, ProgressEvent
 from devenv.env.spec import CONTAINER_PORTS, user_of
+from devenv.errors import ProfileError
 from devenv.remote.base import Connection
 from devenv.services import jupyter
 from devenv.services.background import Background
@@ -54,8 +55,18 @@ class Tunnel(Protocol):
 
 
 def resolve_env(host: HostProfile, flag: str | None) -> EnvProfile:
-    """Merge order: host profile's default_env < $DEVENV_ENV < --env."""
-    return profiles.load_env(flag or os.environ.get("DEVENV_ENV") or host.default_env)
+    """Merge order: host profile's default_env < $DEVENV_ENV < --env. A name no profile has may be a project's
+    own environment (config.project_envs): the environment it builds on, under the project's name."""
+    name = flag or os.environ.get("DEVENV_ENV") or host.default_env
+    try:
+        return profiles.load_env(name)
+    except ProfileError:
+        from devenv.config import project_envs
+
+        project = project_envs.lookup(name)
+        if project is None:
+            raise
+        return replace(profiles.load_env(project.base), name=name)
 
 
 class EnvSession:
@@ -75,7 +86,22 @@ class EnvSession:
 
     @cached_property
     def env(self) -> EnvProfile:
+        if self._env_name is None and not os.environ.get("DEVENV_ENV") and self.profile.source == hostref.NO_PROFILE:
+            return resolve_env(replace(self.profile, default_env=self._fitting_env()), None)
         return resolve_env(self.profile, self._env_name)
+
+    env_note = ""  # why the environment is the one it is, when the host has no profile to say (said by the CLI)
+
+    def _fitting_env(self) -> str:
+        """A host without a profile gets the environment that fits it: `cuda` where an NVIDIA GPU answers
+        nvidia-smi, else `cpu` (one round trip)."""
+        probe = self.conn.run("nvidia-smi -L 2>/dev/null | grep -q '^GPU '", timeout=30)
+        name = "cuda" if probe.ok else "cpu"
+        why = "an NVIDIA GPU answers nvidia-smi" if probe.ok else "no NVIDIA GPU answers nvidia-smi"
+        self.env_note = (f"{self.profile.name} has no host profile and {why}: environment '{name}' "
+                         f"(--env names another)")
+        self.events.step(self.env_note)
+        return name
 
     def use_gpus(self, gpus: str | None) -> None:
         """--gpus: the environment's GPUs instead of the profile's `gpus:` (None: the profile's)."""

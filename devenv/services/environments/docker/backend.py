@@ -31,7 +31,7 @@ from devenv.env.info import (
     ProgressEvent,
     status_from_container,
 )
-from devenv.errors import DevenvError
+from devenv.errors import DevenvError, NotConfirmed
 from devenv.gpu import choose as gpu_choose
 from devenv.services import jupyter, readiness
 from devenv.services.environments.contract import (
@@ -187,9 +187,10 @@ class Provisioner(FlowBackend):
     def replace_question(self, env: EnvProfile, found: Existing) -> tuple[str, DevenvError]:
         question = (f"The environment '{env.name}' on {self.host.name} was made from another spec. "
                     f"Recreate it? The workspace volume is kept.")
-        refusal = DevenvError(f"the environment '{env.name}' differs from its profile and was left as it is:\n  "
-                              + "\n  ".join(found.diff),
-                              "run `devenv up --yes` to recreate it (the workspace is kept), or restore the profile")
+        refusal = NotConfirmed(f"the environment '{env.name}' differs from its profile and was left as it is:\n  "
+                               + "\n  ".join(found.diff),
+                               f"run `devenv up {self.host.name} --env {env.name} --yes` to recreate it (the "
+                               "workspace is kept), or restore the profile")
         return question, refusal
 
     def remove(self, env: EnvProfile, found: Existing, events: Events) -> None:

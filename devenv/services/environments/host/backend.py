@@ -17,7 +17,7 @@ from devenv.config.profiles import EnvProfile, HostProfile
 from devenv.env import spec as envspec
 from devenv.env import state as envstate
 from devenv.env.info import EnvStatus
-from devenv.errors import DevenvError
+from devenv.errors import DevenvError, NotConfirmed
 from devenv.services import jupyter
 from devenv.services.environments.contract import (
     Check,
@@ -130,8 +130,9 @@ class HostProvisioner(FlowBackend):
 
     def replace_question(self, env: EnvProfile, found: Existing) -> tuple[str, DevenvError]:
         question = f"Jupyter for '{env.name}' on {self.host.name} runs with another spec. Restart it?"
-        refusal = DevenvError(f"the environment '{env.name}' differs from its profile and was left as it is:\n  "
-                              + "\n  ".join(found.diff), "run `devenv up --yes` to restart it")
+        refusal = NotConfirmed(f"the environment '{env.name}' differs from its profile and was left as it is:\n  "
+                               + "\n  ".join(found.diff),
+                               f"run `devenv up {self.host.name} --env {env.name} --yes` to restart it")
         return question, refusal
 
     def remove(self, env: EnvProfile, found: Existing, events: Events) -> None:

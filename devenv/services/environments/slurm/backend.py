@@ -32,7 +32,7 @@ from devenv.env import jupyter_scripts
 from devenv.env import spec as envspec
 from devenv.env import state as envstate
 from devenv.env.info import EnvStatus
-from devenv.errors import DevenvError
+from devenv.errors import DevenvError, NotConfirmed
 from devenv.services import jupyter
 from devenv.services.background import Background
 from devenv.services.environments.contract import (
@@ -273,8 +273,9 @@ class SlurmEnvironments(FlowBackend):
         job: Job = found.handle
         question = (f"Job {job.job_id} for '{env.name}' on {self.host.name} runs with another spec. "
                     f"Cancel it and submit a new one?")
-        refusal = DevenvError(f"job {job.job_id} for '{env.name}' differs from the profile and was left running",
-                              "run `devenv up --yes` to replace it (the workspace is kept)")
+        refusal = NotConfirmed(f"job {job.job_id} for '{env.name}' differs from the profile and was left running",
+                               f"run `devenv up {self.host.name} --env {env.name} --yes` to replace it (the "
+                               "workspace is kept)")
         return question, refusal
 
     def remove(self, env: EnvProfile, found: Existing, events: Events) -> None:
