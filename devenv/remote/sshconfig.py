@@ -20,16 +20,17 @@ from typing import TYPE_CHECKING
 from devenv.config import paths
 from devenv.errors import ConnectError, ProfileError
 from devenv.remote import ssh_g
+from devenv.remote.ssh_g import Overrides as Overrides  # re-exported: sshconfig's own API
 from devenv.remote.ssh_g import SshOptions
-
-if TYPE_CHECKING:  # config.profiles is the ssh section's home; imported for its type only (no L0 cycle)
-    from devenv.config.profiles import SSHTarget
 from devenv.remote.ssh_tokens import expand_path as expand_path  # re-exported: sshconfig's own API
 from devenv.remote.ssh_tokens import expand_tilde as expand_tilde
 from devenv.remote.ssh_tokens import expand_tokens as expand_tokens
 from devenv.remote.ssh_tokens import local_home as local_home
 from devenv.remote.ssh_tokens import local_user as local_user
 from devenv.remote.ssh_tokens import token_table as token_table
+
+if TYPE_CHECKING:  # config.profiles is the ssh section's home; imported for its type only (no L0 cycle)
+    from devenv.config.profiles import SSHTarget
 
 DEFAULT_CONNECT_TIMEOUT = 15.0   # OpenSSH waits for the OS's TCP timeout (minutes); we prefer a clear error
 DEFAULT_ALIVE_INTERVAL = 30.0
@@ -75,17 +76,6 @@ class ResolvedTarget:
 
     def describe(self) -> str:
         return f"{self.user}@{self.address}"
-
-
-@dataclass(frozen=True)
-class Overrides:
-    """Command-line-like settings applied before the config lookup (ssh's -l, -p, -i, -J, -o)."""
-    user: str | None = None
-    port: int | None = None
-    identity_file: str | None = None
-    jump: str | None = None
-    hostname: str | None = None
-    connect_timeout: float | None = None
 
 
 def check_name(value: str, what: str) -> str:

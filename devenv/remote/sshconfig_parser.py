@@ -22,13 +22,9 @@ import re
 import socket
 import subprocess
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from devenv.errors import ProfileError
-from devenv.remote.ssh_g import SshOptions
-
-if TYPE_CHECKING:  # sshconfig imports this module (lazily) to fall back on it
-    from devenv.remote.sshconfig import Overrides
+from devenv.remote.ssh_g import Overrides, SshOptions
 
 _ACCUMULATE = frozenset({"identityfile", "certificatefile", "localforward", "remoteforward", "dynamicforward",
                          "sendenv", "setenv"})
@@ -82,7 +78,7 @@ SYSTEM_CONFIG = "/etc/ssh/ssh_config"
 
 
 def lookup(name: str, ov: Overrides, config_file: Path | None) -> SshOptions:
-    """The `ssh -G`-style option table for `ssh [ov] name` (ov: sshconfig.Overrides)."""
+    """The `ssh -G`-style option table for `ssh [ov] name` (ov: ssh_g.Overrides)."""
     from devenv.remote.ssh_tokens import local_home, local_user
 
     user_name, _, host = name.rpartition("@")

@@ -13,13 +13,17 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from devenv.config.profiles import HostProfile
 from devenv.errors import DevenvError
 from devenv.remote.base import Connection
 from devenv.services.monitor import ERROR, HostSnapshot, JobPlace
 from devenv.services.monitor_stream import SamplerSet
+
+if TYPE_CHECKING:
+    from devenv.services.environments.slurm.places import FixedSampler, JobWatch
+    from devenv.services.monitor import HostSampler
 
 
 def connect(host: HostProfile, accept_new_host: bool = False) -> Connection:
@@ -87,32 +91,31 @@ def sample_source_once(source: Source, accept_new_host: bool = False) -> HostSna
     return sample_once(node_connection(conn, source.place), place=source.place)
 
 
-def sampler_for(source: Source, interval: float, accept_new_host: bool = False):
+def sampler_for(source: Source, interval: float, accept_new_host: bool = False) -> HostSampler | FixedSampler:
     """The long-lived sampler of a source (not started): one stream per host, one per node of a job, each on
     a connection of its own to the login node (so that a stalled node's reconnect touches no other node)."""
+    from devenv.services.environments.slurm.places import FixedSampler
     from devenv.services.monitor import HostSampler
 
     if source.fixed is not None:
-        from devenv.services.environments.slurm.places import FixedSampler
-
         return FixedSampler(source.fixed)
     profile, place = source.profile, source.place
-    factory: Callable
+    factory: Callable[[], Connection]
     if place is None:
-        def factory():
+        def factory() -> Connection:
             return connect(profile, accept_new_host)
     else:
         from devenv.remote.pool import new_connection
         from devenv.services.environments.slurm.places import node_connection
 
-        def factory():
+        def factory() -> Connection:
             return node_connection(new_connection(profile, accept_new_host=accept_new_host), place, owns=True)
     return HostSampler(source.name, factory, interval=interval, place=place)
 
 
-def jobs_json(snapshots: list[HostSnapshot]) -> list[dict]:
+def jobs_json(snapshots: list[HostSnapshot]) -> list[dict[str, Any]]:
     """The --json grouping: one entry per Slurm job, with the monitor names of its nodes."""
-    jobs: dict[tuple[str, str], dict] = {}
+    jobs: dict[tuple[str, str], dict[str, Any]] = {}
     for snap in snapshots:
         place = snap.job
         if place is None:
@@ -138,7 +141,7 @@ class SourceFollower:
     """The clusters among the sources, each followed by a JobWatch on its login node's connection: so that a
     long-running monitor shows a job started after it, and marks one that ended (environments/slurm/places)."""
 
-    def __init__(self, found: list[Source], accept_new_host: bool = False, watches: dict | None = None,
+    def __init__(self, found: list[Source], accept_new_host: bool = False, watches: dict[str, JobWatch] | None = None,
                  clock: Callable[[], float] = time.monotonic):
         from devenv.services.environments.slurm.places import JobWatch
 

@@ -186,7 +186,11 @@ class EnvSession:
         if self._relay_ahead:
             options = replace(options, relay_ahead=True)
         self._start_check_early()
-        result = self.backend.up(self.env, key, events=self.events, options=options)
+        from devenv.env.spec import owner
+        from devenv.services.environments.lock import up_lock
+
+        with up_lock(self.conn, owner(), self.env.name, self.events.step):  # one `up` of it at a time
+            result = self.backend.up(self.env, key, events=self.events, options=options)
         if key and self.env.sshd and result.host_key and "ssh" in result.status.ports:
             from devenv.services.ssh_entry import write_env_entry
 

@@ -17,6 +17,7 @@ does not start in time is cancelled before the error is raised: no orphan job st
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import time
 from collections.abc import Callable, Iterator
@@ -59,6 +60,7 @@ if TYPE_CHECKING:
     from devenv.services.monitor import JobPlace
 
 LIVE = ("pending", "running", "ending")
+_SRUN_TASK_EXIT = re.compile(r"srun: error: \S+: task \d+: Exited with exit code \d+\s*$")
 REPORT_EVERY_S = 10.0   # a pending job's line while `up` waits: at this cadence, and when the reason changes
 FIRST_REPORT_S = 3.0    # the first line waits for Slurm's first reason at most this long
 
@@ -143,9 +145,7 @@ class SlurmEnvironments(FlowBackend):
 
     def job_of(self, env_name: str) -> Job | None:
         """The env's live job (newest), else its newest ended one Slurm still remembers, else None."""
-        jobs = sorted(self.slurm.jobs(self.job_name(env_name)), key=lambda j: int(j.job_id.split("_")[0]))
-        live = [j for j in jobs if j.phase in LIVE]
-        return (live or jobs or [None])[-1]
+        return max(self.slurm.jobs(self.job_name(env_name)), key=_rank, default=None)
 
     def job_state(self, env_name: str, job_id: str) -> dict | None:
         """job-<id>.json (node, port) the launcher wrote on the compute node; None before it ran."""
@@ -188,11 +188,15 @@ class SlurmEnvironments(FlowBackend):
     def list_environments(self, all_owners: bool) -> list[EnvStatus]:
         """This owner's environment jobs (Slurm shows a user only their own jobs' details: --me)."""
         prefix = slurm_job.JOB_PREFIX + self.owner + "-"
-        out = []
+        chosen: dict[str, Job] = {}   # one row per environment: Slurm also remembers its earlier jobs a while
         for job in self.slurm.jobs_by_prefix(prefix):
             env_name = job.name[len(prefix):]
-            out.append(self._status(env_name, job))
-        return out
+            if env_name not in chosen or _rank(job) > _rank(chosen[env_name]):
+                chosen[env_name] = job
+        # a job cancelled on purpose (down, an interrupted up, scancel) leaves no environment to show; one that
+        # ended by itself (TIMEOUT, NODE_FAIL, ...) is shown, with why
+        return [self._status(env_name, job) for env_name, job in chosen.items()
+                if job.phase in LIVE or not job.state.startswith("CANCELLED")]
 
     def find(self, env_name: str) -> EnvStatus | None:
         job = self.job_of(env_name)
@@ -581,7 +585,10 @@ class SlurmEnvironments(FlowBackend):
         inner = ["bash", "-c", 'cd "$1" 2>/dev/null || cd; shift; exec "$@"', "devenv",
                  self._abs(self.files.workspace(env_name)), *argv]
         result = self.slurm.step(job.job_id, state["node"], inner, timeout=3600)
-        return iter([(result.stdout.encode(), result.stderr.encode())]), (lambda: result.exit_code)
+        # srun's own word on a task's non-zero exit: the exit code says it already (as ssh adds nothing)
+        stderr = "".join(line for line in result.stderr.splitlines(keepends=True)
+                         if not _SRUN_TASK_EXIT.match(line))
+        return iter([(result.stdout.encode(), stderr.encode())]), (lambda: result.exit_code)
 
     def _env_path(self, env_name: str, name: str) -> str:
         """A file in the env's dir, absolute and quoted for the login node's shell."""
@@ -593,6 +600,11 @@ class SlurmEnvironments(FlowBackend):
         if not hasattr(self, "_home_dir"):
             self._home_dir = self.conn.run('printf %s "$HOME"', check=True, timeout=30).stdout.strip()
         return self._home_dir + path[1:]
+
+
+def _rank(job: Job) -> tuple[bool, int]:
+    """Which of an environment's jobs is the environment: a live one before an ended one, then the newest."""
+    return job.phase in LIVE, int(job.job_id.split("_")[0])
 
 
 def _describe(s: SlurmSettings) -> str:
