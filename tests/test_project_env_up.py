@@ -36,3 +36,23 @@ def test_a_projects_devcontainer_gets_its_own_environment_beside_the_running_one
         place.ok("down", place.host, "--env", "myproj", "--purge", "--yes")
     finally:
         place.remove_everything()
+
+
+def test_ctrl_c_during_up_says_what_is_left_and_how_up_finishes_it(tmp_path):
+    import signal
+
+    from places import Wait
+
+    place = memory_place(tmp_path / "home")
+    try:
+        wait = Wait("building", r"==> Building ")
+        running = place.start("up", place.host, "--detach", extra_env=place.arrange(wait))
+        running.wait_line(wait.line, timeout=120)
+        running.proc.send_signal(signal.SIGINT)
+        assert running.finish() == 130, running.output
+        assert f"`up` stopped before '{place.env}' was ready: what it made so far stays on {place.host}; " \
+               f"`devenv up {place.host}` finishes it, `devenv down {place.host}` removes it." in running.output
+        finished = place.up(extra_env=place.release(wait))
+        assert finished["action"] in ("created", "started"), finished
+    finally:
+        place.remove_everything()
