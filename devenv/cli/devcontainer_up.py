@@ -10,12 +10,17 @@ from __future__ import annotations
 
 import shlex
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from devenv.config import profiles, validate
 from devenv.env.devcontainer import Devcontainer, overlay, parse
 from devenv.errors import BadInputError, DevenvError
+
+if TYPE_CHECKING:
+    from devenv.services.environments.contract import UpResult
+    from devenv.services.session import EnvSession, Tunnel
 
 
 def find(named: str | None) -> tuple[Devcontainer, Path] | None:
@@ -45,7 +50,7 @@ def find(named: str | None) -> tuple[Devcontainer, Path] | None:
     return None
 
 
-def apply(session, dc: Devcontainer, root: Path) -> None:
+def apply(session: EnvSession, dc: Devcontainer, root: Path) -> None:
     """Lay the devcontainer under the session's environment profile; say what is used and what is not."""
     from devenv.env import project_context
 
@@ -78,7 +83,7 @@ def apply(session, dc: Devcontainer, root: Path) -> None:
         click.secho(f"  not honoured: {note}", fg="yellow", err=True)
 
 
-def after_up(session, result, dc: Devcontainer, project: str | None = None) -> None:
+def after_up(session: EnvSession, result: UpResult, dc: Devcontainer, project: str | None = None) -> None:
     """onCreateCommand, updateContentCommand and postCreateCommand when the container was made, postStartCommand
     whenever it (re)started; as the environment's user, in the project's folder there (`up --sync`, synced
     before them), else in the workspace."""
@@ -108,7 +113,7 @@ def port_notes(host: str, dc: Devcontainer) -> list[str]:
     return [f"forwardPorts {p}: devenv tunnel {host} {p}" for p in dc.forward_ports]
 
 
-def open_forwards(session, result, dc: Devcontainer):
+def open_forwards(session: EnvSession, result: UpResult, dc: Devcontainer) -> Tunnel | None:
     """Tunnels for forwardPorts (each on the same local port when free), or None."""
     if not dc.forward_ports or session.host.local or not result.status.address:
         return None

@@ -3,6 +3,10 @@ the presentation of access and tunnels. The work itself is the session's (servic
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from types import FrameType
+from typing import Any, NoReturn, TypeVar
+
 import click
 
 from devenv.config.profiles import EnvProfile
@@ -11,8 +15,10 @@ from devenv.services import jupyter
 from devenv.services.environments.contract import Shell
 from devenv.services.session import EnvSession, Tunnel
 
+_F = TypeVar("_F", bound=Callable[..., Any])
 
-def build_input_options(fn):
+
+def build_input_options(fn: _F) -> _F:
     """--ca-bundle / --wheelhouse / --offline for commands that may build an image."""
     fn = click.option("--offline", is_flag=True,
                       help="pip uses only the wheelhouse (hosts without internet).")(fn)
@@ -58,7 +64,7 @@ def hold(tunnel: Tunnel, host_name: str) -> None:
 
     from devenv.errors import ConnectError
 
-    def interrupted(signum, frame):
+    def interrupted(signum: int, frame: FrameType | None) -> NoReturn:
         raise KeyboardInterrupt
 
     # SIGTERM/SIGHUP (a closed terminal, a supervisor) close the tunnel as Ctrl-C does.
