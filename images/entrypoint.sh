@@ -34,6 +34,19 @@ if [ "${DEVENV_SSHD:-1}" = 1 ]; then
     # Commands run over ssh (`devenv exec` with stdin or -t) see the environment's DEVENV_* settings, as
     # `docker exec` does. sshd takes its first SetEnv line only, so the whole line is written anew each start.
     extra=$(env | grep -E '^DEVENV_[A-Z0-9_]+=[A-Za-z0-9._:/@+-]*$' | sort | tr '\n' ' ' || true)
+    # ... and the environment's own variables (the profile's env:, a devcontainer's containerEnv/remoteEnv), so
+    # ssh, exec with stdin, login shells and VS Code see them as `docker exec` does; a value SetEnv cannot carry
+    # (quotes, backslashes, line breaks...) is named here and left out, never half-written.
+    for name in ${DEVENV_ENV_VARS:-}; do
+        case "$name" in ''|[0-9]*|*[!A-Za-z0-9_]*|DEVENV_*) continue ;; esac
+        value=$(printenv "$name") || continue
+        case "$value" in
+            *[!A-Za-z0-9\ ._:/@+=,%-]*)
+                echo "devenv: $name is not given to ssh sessions (its value has characters sshd's SetEnv cannot carry)" >&2
+                continue ;;
+        esac
+        extra="$extra \"$name=$value\""
+    done
     permit=prohibit-password
     [ "$user" = root ] || permit=no
     sed -i -e "s|^AllowUsers .*|AllowUsers $user|" -e "s|^PermitRootLogin .*|PermitRootLogin $permit|" \
