@@ -23,7 +23,7 @@ from devenv.errors import ConnectError, DevenvError
 from devenv.gpu.format import once_table
 from devenv.services.monitor import ERROR, HostSnapshot
 
-REACHED = ("ok", "no-gpu", "no-job")
+REACHED = ("ok", "no-gpu", "no-job", "job-pending")
 
 
 @main.command()

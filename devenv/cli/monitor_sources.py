@@ -34,21 +34,22 @@ def sources(host_profiles: list[HostProfile], accept_new_host: bool = False,
     """Each profile as its source(s), in the order given; clusters asked in parallel (one squeue each). A
     cluster that cannot be asked is an error row (its exit code into codes), as an unreachable host is."""
     from devenv.services.environments.registry import known_traits
-    from devenv.services.environments.slurm.places import job_places, no_job_snapshot
+    from devenv.services.environments.slurm.places import jobs_and_places, no_job_snapshot
 
     def expand(profile: HostProfile) -> list[Source]:
         traits = known_traits(profile)   # None: `auto`, a docker or bare host
         if traits is None or not traits.scheduled:
             return [Source(profile.name, profile)]
         try:
-            places = job_places(connect(profile, accept_new_host), profile)
+            conn = connect(profile, accept_new_host)
+            places, waiting = jobs_and_places(conn, profile)
         except DevenvError as e:
             if codes is not None:
                 codes[profile.name] = e.exit_code
             return [Source(profile.name, profile, fixed=HostSnapshot(profile.name, ERROR, time.time(), e.message,
                                                                      e.hint))]
         if not places:
-            return [Source(profile.name, profile, fixed=no_job_snapshot(profile.name))]
+            return [Source(profile.name, profile, fixed=no_job_snapshot(profile.name, waiting))]
         return [Source(p.name, profile, place=p) for p in places]
 
     with ThreadPoolExecutor(max_workers=min(8, len(host_profiles) or 1)) as pool:
@@ -127,7 +128,8 @@ class SourceFollower:
 
         self._clock = clock
         self._ended_at: dict[str, tuple[str, float]] = {}    # an ended node's row: (its cluster, when it ended)
-        self._no_job = {s.profile.name for s in found if s.fixed is not None and s.fixed.state == "no-job"}
+        self._no_job = {s.profile.name for s in found if s.fixed is not None and s.fixed.state in
+                        ("no-job", "job-pending")}
         clusters = {s.profile.name: s.profile for s in found if s.place is not None or s.profile.name in self._no_job}
         self._profiles = clusters
 

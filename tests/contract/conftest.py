@@ -75,7 +75,6 @@ def place(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
 KNOWN_GAPS: dict[tuple[str, str], str] = {
     ("test_exec_passes_stdin", "memory"): "exec's contract carries no stdin (only a container's own sshd does)",
     ("test_exec_passes_stdin", "host"): "exec's contract carries no stdin (only a container's own sshd does)",
-    ("test_exec_passes_stdin", "slurm"): "exec's contract carries no stdin (only a container's own sshd does)",
     ("test_two_up_at_once_make_one_environment", "memory"): "down leaves the ssh entry",
     ("test_down_purge_leaves_nothing", "memory"): "down leaves the ssh entry",
     ("test_the_environment_ends_clean", "memory"): "down leaves the ssh entry",
