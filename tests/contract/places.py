@@ -335,7 +335,7 @@ LIVE_JOB_STATES = ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING")
 
 class SlurmPlace(Place):
     python: str = ""
-    filler: str | None = None
+    fillers: tuple[str, ...] = ()
 
     def write_profile(self, time_limit: str = "00:10:00") -> None:
         (self.home / "profiles" / "hosts" / f"{self.host}.yaml").write_text(textwrap.dedent(f"""\
@@ -363,22 +363,26 @@ class SlurmPlace(Place):
         return self.live() + host_files(self.env)
 
     def arrange(self, wait: Wait) -> dict[str, str]:
-        if wait.name == "queued":   # both nodes taken by a job of someone else: the environment's job waits
-            done = subprocess.run(["sbatch", "--parsable", "-p", "debug", "-N", "2", "--exclusive", "-J",
-                                   "contract-filler", "-t", "00:10:00", "--wrap", "sleep 600"],
-                                  capture_output=True, text=True, timeout=60)
-            assert done.returncode == 0, done.stderr
-            self.filler = done.stdout.strip().split(";")[0]
+        if wait.name == "queued":   # both nodes taken by jobs of someone else: the environment's job waits
+            # The test partition is OverSubscribe=FORCE:4 (--exclusive is not honoured there): four 2-node jobs
+            # of 2 CPUs a node (the nodes' CPUs) fill it.
+            for _ in range(4):
+                done = subprocess.run(["sbatch", "--parsable", "-p", "debug", "-N", "2", "--cpus-per-task=2",
+                                       "-J", "contract-filler", "-t", "00:10:00", "--wrap", "sleep 600"],
+                                      capture_output=True, text=True, timeout=60)
+                assert done.returncode == 0, done.stderr
+                self.fillers += (done.stdout.strip().split(";")[0],)
             deadline = time.monotonic() + 60
-            while not any(j[0] == self.filler and j[2] == "RUNNING" for j in squeue("contract-filler")):
-                assert time.monotonic() < deadline, f"the filler job {self.filler} did not start"
+            while not all(any(j[0] == f and j[2] == "RUNNING" for j in squeue("contract-filler"))
+                          for f in self.fillers):
+                assert time.monotonic() < deadline, f"the filler jobs {self.fillers} did not start"
                 time.sleep(0.5)
         return {}
 
     def release(self, wait: Wait) -> dict[str, str]:
-        if self.filler:
-            subprocess.run(["scancel", self.filler], timeout=60)
-            self.filler = None
+        for filler in self.fillers:
+            subprocess.run(["scancel", filler], timeout=60)
+        self.fillers = ()
         return {}
 
     def remove_everything(self) -> None:
