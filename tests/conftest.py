@@ -1,13 +1,46 @@
 """Shared fixtures. Every test runs with DEVENV_HOME and the SSH files pointed at a temporary folder,
-so no test reads the user's own profiles, ~/.ssh/config or known_hosts."""
+so no test reads the user's own profiles, ~/.ssh/config or known_hosts.
+
+And the one rule of `-m integration`: it means exactly "needs the test host or root", and nobody marks a test
+by hand. At collection each test is marked by what it uses (integration_marking.py): the test host's fixtures, or a
+private sshd (sshd_fixture.SSHD, which needs root), reached through its fixtures and the functions and classes of
+tests/ it calls. A test that runs the real sanity program on this machine's CPU torch (tens of seconds each) asks
+for the `local_torch` fixture and is marked `torch`. The rest runs in-process, without root, in seconds:
+`scripts/test --quick` (-m 'not integration and not torch')."""
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 
 import pytest
+import sshd_fixture
+from integration_marking import NeedsFinder
 
 FIXTURES = Path(__file__).parent / "fixtures"
+_finder = NeedsFinder()
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    for item in items:
+        needs = _finder.needs_of(item)
+        if needs and item.get_closest_marker("integration") is None:
+            item.add_marker(pytest.mark.integration(reason=", ".join(sorted(needs))))
+        # the finer split (scripts/test runs the two kinds side by side: they wait on different things)
+        if "test host" in needs:
+            item.add_marker(pytest.mark.testhost)
+        if "root" in needs:
+            item.add_marker(pytest.mark.root)
+        if "local_torch" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.torch)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item) -> None:
+    # The safety net under the marking: a test not marked integration that starts an sshd anyway (through a path
+    # the walk does not follow: getattr, a name in a string) fails there, saying why, instead of passing here
+    # and failing in `scripts/test --quick` on a machine without root.
+    sshd_fixture.ROOT_ALLOWED = item.get_closest_marker("integration") is not None
 
 
 @pytest.fixture(autouse=True)
@@ -22,6 +55,13 @@ def isolated_home(tmp_path_factory, monkeypatch) -> Path:
                  "DEVENV_SSH_KEY", "DEVENV_BUILD_CONTEXT"):
         monkeypatch.delenv(name, raising=False)
     return home
+
+
+@pytest.fixture
+def local_torch() -> None:
+    """This test runs the real sanity program on this machine's CPU torch (marked `torch`: not in --quick)."""
+    if importlib.util.find_spec("torch") is None:
+        pytest.skip("torch is not installed here (the program needs it; the laptop does not)")
 
 
 from testhost import testhost, testhost_env, use_testhost  # noqa: E402,F401  (the real test host's fixtures)

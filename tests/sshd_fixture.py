@@ -30,6 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 SSHD_BIN = "/usr/sbin/sshd"
+# False while pytest runs a test not marked integration (tests/conftest.py): starting an sshd then is refused.
+ROOT_ALLOWED = True
 SFTP_SERVER = "/usr/lib/openssh/sftp-server"
 
 
@@ -121,6 +123,11 @@ Subsystem sftp {SFTP_SERVER}
         return f"[127.0.0.1]:{self.port} {kind} {blob}\n"
 
     def start(self) -> SSHD:
+        if not ROOT_ALLOWED:
+            raise RuntimeError(
+                "this test starts a private sshd (it needs root) but is not marked integration: tests/conftest.py "
+                "marks a test that reaches SSHD through its fixtures or the functions of tests/ it names; reach it "
+                "that way (not through getattr or a string), so that `scripts/test --quick` leaves it out")
         Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # sshd's privilege-separation dir
         # -D: stay in the foreground (we own the pid); -E: log to a file we can read in assertions.
         argv = [SSHD_BIN, "-D", "-E", str(self.log_path), "-f", str(self.config_path)]

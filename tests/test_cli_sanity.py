@@ -3,7 +3,6 @@ running the real program on CPU torch: the exit codes, the live lines, the saved
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import sys
 
@@ -11,8 +10,6 @@ import pytest
 from click.testing import CliRunner
 
 from devenv.cli import main
-
-pytestmark = pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="torch is not installed here")
 
 
 @pytest.fixture
@@ -25,7 +22,7 @@ def cpu_box(isolated_home):
     return "cpu-box"
 
 
-def test_sanity_on_a_host_without_gpu_says_so_and_exits_4(cpu_box, isolated_home):
+def test_sanity_on_a_host_without_gpu_says_so_and_exits_4(local_torch, cpu_box, isolated_home):
     done = CliRunner().invoke(main, ["sanity", cpu_box, "--only", "probe"])
     assert done.exit_code == 4, done.output
     assert "[1/1] fp16 underflow probe with GradScaler" in done.output  # live progress
@@ -35,14 +32,14 @@ def test_sanity_on_a_host_without_gpu_says_so_and_exits_4(cpu_box, isolated_home
     assert len(saved) == 1 and json.loads(saved[0].read_text())["verdict"]["status"] == "no-gpu"
 
 
-def test_injected_fault_exits_1_and_names_the_threshold_source(cpu_box):
+def test_injected_fault_exits_1_and_names_the_threshold_source(local_torch, cpu_box):
     done = CliRunner().invoke(main, ["sanity", cpu_box, "--only", "probe", "--inject", "fp16-no-scaler", "--no-save"])
     assert done.exit_code == 1, done.output
     assert "FAIL  fp16 underflow probe: gradients survive (WITHOUT GradScaler)" in done.output
     assert "threshold from: fp16's smallest subnormal" in done.output
 
 
-def test_json_output_and_comparison_with_the_last_run(cpu_box):
+def test_json_output_and_comparison_with_the_last_run(local_torch, cpu_box):
     runner = CliRunner()
     first = runner.invoke(main, ["sanity", cpu_box, "--only", "matmul", "--json"])
     assert first.exit_code == 4, first.output

@@ -8,7 +8,6 @@ model whose gradients sit below fp16's smallest subnormal (CPU autocast has fp16
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -19,8 +18,7 @@ import pytest
 from devenv.sanity import script_path
 from devenv.sanity.verdict import FAIL, NO_GPU, judge_report
 
-pytestmark = pytest.mark.skipif(importlib.util.find_spec("torch") is None,
-                                reason="torch is not installed here (the program needs it; the laptop does not)")
+pytestmark = pytest.mark.usefixtures("local_torch")  # the program needs torch here; the laptop does not
 
 
 def run_script(

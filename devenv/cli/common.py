@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import click
 
@@ -36,7 +36,7 @@ accept_new_host_option = click.option(
 )
 
 
-def gpus_option(ctx, param, value):
+def gpus_option(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
     """--gpus: all | none | N (N free GPUs) | 0,1 / device=1 (devenv.gpu.choose), as the canonical string."""
     if value is None:
         return None
@@ -77,7 +77,7 @@ def worst_exit_code(codes: list[int]) -> int:
 
 
 def finish_per_host(results: list[tuple[str, T | None, DevenvError | None]], codes: list[int], as_json: bool,
-                    to_dict: Callable[[T], dict], print_one: Callable[[T], None]) -> None:
+                    to_dict: Callable[[T], dict[str, Any]], print_one: Callable[[T], None]) -> None:
     """The end of a command run on several hosts (check, sanity): a JSON object keyed by host, or a block per
     host (its result, or its error and hint), then the most telling exit code."""
     if as_json:
@@ -97,14 +97,14 @@ def finish_per_host(results: list[tuple[str, T | None, DevenvError | None]], cod
         raise SystemExit(code)
 
 
-def _error_dict(err: DevenvError | None) -> dict:
+def _error_dict(err: DevenvError | None) -> dict[str, Any]:
     assert err is not None          # per_host gives a result or an error for every host
     return {"error": err.message, "hint": err.hint, "exit_code": err.exit_code}
 
 
 def per_host(names: list[str], work: Callable[[str], T]) -> list[tuple[str, T | None, DevenvError | None]]:
     """work(name) for every host in parallel; a failing host gives its error, and never stops the others."""
-    def one(name: str):
+    def one(name: str) -> tuple[str, T | None, DevenvError | None]:
         try:
             return name, work(name), None
         except DevenvError as e:

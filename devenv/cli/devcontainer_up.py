@@ -54,7 +54,7 @@ def apply(session, dc: Devcontainer, root: Path) -> None:
         pc = project_context.resolve(root, dc.context, dc.dockerfile, dc.source)
         digest = pc.digest
     env, notes = overlay(session.env, dc, str(root), digest)
-    if not session.traits.containers:
+    if not session.kind.builds_images:
         notes.append(f"image, build, mounts, remoteUser: {session.host.name} runs environments without containers "
                      "(runtime: host or slurm), so none of them is used there")
     session.env = env
@@ -78,9 +78,10 @@ def apply(session, dc: Devcontainer, root: Path) -> None:
         click.secho(f"  not honoured: {note}", fg="yellow", err=True)
 
 
-def after_up(session, result, dc: Devcontainer) -> None:
+def after_up(session, result, dc: Devcontainer, project: str | None = None) -> None:
     """onCreateCommand, updateContentCommand and postCreateCommand when the container was made, postStartCommand
-    whenever it (re)started; as the environment's user, in the workspace."""
+    whenever it (re)started; as the environment's user, in the project's folder there (`up --sync`, synced
+    before them), else in the workspace."""
     commands = []
     if result.action in ("created", "recreated"):   # the spec's order: onCreate, updateContent, postCreate
         commands += [("onCreateCommand", c) for c in dc.on_create]
@@ -88,7 +89,7 @@ def after_up(session, result, dc: Devcontainer) -> None:
         commands += [("postCreateCommand", c) for c in dc.post_create]
     if result.action in ("created", "recreated", "started"):
         commands += [("postStartCommand", c) for c in dc.post_start]
-    workspace = session.env.volumes.get("workspace", "/workspace")
+    workspace = project or session.env.volumes.get("workspace", "/workspace")
     for key, command in commands:
         click.echo(f"Running {key}: {command}", err=True)
         script = f"cd {shlex.quote(workspace)} && {command}"

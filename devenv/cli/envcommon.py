@@ -8,6 +8,7 @@ import click
 from devenv.config.profiles import EnvProfile
 from devenv.env.info import EnvStatus
 from devenv.services import jupyter
+from devenv.services.environments.contract import Shell
 from devenv.services.session import EnvSession, Tunnel
 
 
@@ -37,10 +38,11 @@ def print_access(session: EnvSession, env: EnvProfile, status: EnvStatus, token:
         else:
             click.echo(f"  {label('Jupyter', bold=True)}  devenv jupyter {host.name}{env_flag}   "
                        f"(opens a tunnel and prints the URL with its token)")
-    if session.traits.shell_on_host:
+    shell = session.kind.shell
+    if shell is Shell.HOST:
         click.echo(f"  {label('Shell', bold=True)}    devenv ssh {host.name}   "
                    f"(the host itself: runtime {host.runtime})")
-    elif env.sshd and session.traits.containers:
+    elif env.sshd and shell is Shell.OWN_SSHD:
         click.echo(f"  {label('Shell', bold=True)}    devenv ssh {host.name}{env_flag}")
     click.echo(f"  {label('Logs', bold=True)}     devenv logs {host.name}{env_flag} -f")
     click.echo(f"  {label('Stop', bold=True)}     devenv down {host.name}{env_flag}   "

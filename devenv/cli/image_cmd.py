@@ -33,7 +33,7 @@ def build(host: str, env: str | None, accept_new_host: bool, ca_bundle: str | No
     printer = ProgressPrinter(verbose=not quiet)
     with open_env(host, env, accept_new_host=accept_new_host, events=printer) as session:
         env_profile = session.env
-        if session.traits.containers:  # else build_image says there is no image to build, before any work
+        if session.kind.builds_images:  # else build_image says there is no image to build, before any work
             extras = [f"CA bundle {inputs.ca_bundle}"] if inputs.ca_bundle else []
             if inputs.wheelhouse:
                 extras.append(f"{len(inputs.wheels())} wheels from {inputs.wheelhouse}")

@@ -9,6 +9,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # imported where it is used: most commands never read a Slurm time
+    from datetime import datetime
 
 # squeue's -o fields, in the order JOB_FORMAT asks for them.
 JOB_FIELDS = ("job_id", "name", "state", "reason", "nodes", "time_left", "start", "time_limit", "node_count",
@@ -173,7 +177,7 @@ class QueueSpot:
     position: int | None = None
     pending: int | None = None          # pending jobs in the partition, this one included
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"waited_s": self.waited_s, "position": self.position, "pending": self.pending}
 
 
@@ -199,7 +203,7 @@ def queue_spot(job_id: str, text: str) -> QueueSpot:
                      same.index(job_id) + 1 if single else None, len(same) if single else None)
 
 
-def _when(text: str):
+def _when(text: str) -> datetime | None:
     from datetime import datetime
 
     try:
@@ -332,7 +336,7 @@ class Gres:
 
 def parse_gres(text: str | None) -> list[Gres]:
     """Slurm's GRES strings ('gpu:h100:8(S:0-1),shard:8', 'gpu:2', '(null)') -> entries; unknown counts are 0."""
-    out = []
+    out: list[Gres] = []
     if not text or _na(text) is None:
         return out
     for item in re.split(r",(?![^()]*\))", text):
@@ -490,7 +494,7 @@ class PartitionInfo:
     def free_nodes(self) -> list[Node]:
         return [n for n in self.node_info if n.free]
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "state": self.state, "default": self.default, "max_time": self.max_time,
                 "nodes": self.nodes, "node_states": self.node_states, "cpus_total": self.cpus_total,
                 "cpus_free": self.cpus_free, "gpus_total": self.gpus_total, "gpus_free": self.gpus_free,

@@ -150,8 +150,12 @@ def _connect(hop: ResolvedTarget, via: paramiko.Transport | None,
     except socket.gaierror:
         only = {socket.AF_INET: " as IPv4 (AddressFamily inet)",
                 socket.AF_INET6: " as IPv6 (AddressFamily inet6)"}.get(family, "")
+        from devenv.config.ssh_hosts import did_you_mean
+
+        meant = did_you_mean(hop.label) if hop.hostname == hop.label else None  # a name typed, not a HostName
         raise ConnectError(f"cannot resolve host name '{hop.hostname}' ({hop.label}){only}",
-                           "check HostName in the profile or ~/.ssh/config, and your DNS / VPN") from None
+                           (f"did you mean {meant}? (a host profile or ssh alias) " if meant else "")
+                           + "check HostName in the profile or ~/.ssh/config, and your DNS / VPN") from None
     except ConnectionRefusedError:
         raise ConnectError(f"cannot connect to {hop.label} at {hop.address}: connection refused",
                            f"is sshd running and listening on port {hop.port}? check Port in the profile or "

@@ -7,12 +7,15 @@ from __future__ import annotations
 
 import atexit
 import threading
+from typing import TYPE_CHECKING
 
-from devenv.config.profiles import HostProfile, SSHTarget
 from devenv.errors import ConnectError
 from devenv.remote.base import Connection
 from devenv.remote.local import LocalConnection
 from devenv.remote.ssh import SSHConnection
+
+if TYPE_CHECKING:  # a host profile, for its type only
+    from devenv.config.profiles import HostProfile, SSHTarget
 
 _pool: dict[tuple[str, bool, SSHTarget | None], Connection] = {}
 _lock = threading.Lock()

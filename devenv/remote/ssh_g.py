@@ -11,8 +11,21 @@ import functools
 import os
 import shutil
 import subprocess
+from dataclasses import dataclass
 
 from devenv.errors import ConnectError, ProfileError
+
+
+@dataclass(frozen=True)
+class Overrides:
+    """Command-line-like settings applied before the config lookup (ssh's -l, -p, -i, -J, -o)."""
+    user: str | None = None
+    port: int | None = None
+    identity_file: str | None = None
+    jump: str | None = None
+    hostname: str | None = None
+    connect_timeout: float | None = None
+
 
 # Options that may appear several times in `ssh -G` output; the others keep their single (first) value.
 MULTI = frozenset({"identityfile", "certificatefile", "localforward", "remoteforward", "dynamicforward",

@@ -22,13 +22,9 @@ import re
 import socket
 import subprocess
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from devenv.errors import ProfileError
-from devenv.remote.ssh_g import SshOptions
-
-if TYPE_CHECKING:  # sshconfig imports this module (lazily) to fall back on it
-    from devenv.remote.sshconfig import Overrides
+from devenv.remote.ssh_g import Overrides, SshOptions
 
 _ACCUMULATE = frozenset({"identityfile", "certificatefile", "localforward", "remoteforward", "dynamicforward",
                          "sendenv", "setenv"})
@@ -82,8 +78,8 @@ SYSTEM_CONFIG = "/etc/ssh/ssh_config"
 
 
 def lookup(name: str, ov: Overrides, config_file: Path | None) -> SshOptions:
-    """The `ssh -G`-style option table for `ssh [ov] name` (ov: sshconfig.Overrides)."""
-    from devenv.remote.sshconfig import local_home, local_user
+    """The `ssh -G`-style option table for `ssh [ov] name` (ov: ssh_g.Overrides)."""
+    from devenv.remote.ssh_tokens import local_home, local_user
 
     user_name, _, host = name.rpartition("@")
     options: SshOptions = {}
@@ -182,7 +178,7 @@ def _read(path: Path, state: _State, *, active: bool, system: bool, depth: int, 
             active = _match(_strdelim_words(raw, where), state, where) and not never
         elif keyword == "include":
             for pattern in args:
-                from devenv.remote.sshconfig import local_home
+                from devenv.remote.ssh_tokens import local_home
 
                 base = Path(SYSTEM_CONFIG).parent if system else Path(local_home()) / ".ssh"
                 if pattern.startswith("~/"):
@@ -414,7 +410,7 @@ def _host_matches(patterns: list[str], host: str) -> bool:
 def _match(args: list[str], state: _State, where: str) -> bool:
     """readconf.c's match_cfg_line (9.2): criteria are ANDed; `all` stands alone; an `exec` after a false
     criterion is not run."""
-    from devenv.remote.sshconfig import local_user
+    from devenv.remote.ssh_tokens import local_user
 
     options = state.options
     result, attributes, i = True, 0, 0
@@ -464,7 +460,7 @@ def _match(args: list[str], state: _State, where: str) -> bool:
 
 
 def _match_exec(command: str, state: _State) -> bool:
-    from devenv.remote.sshconfig import expand_tokens, local_user, token_table
+    from devenv.remote.ssh_tokens import expand_tokens, local_user, token_table
 
     options = state.options
     tokens = token_table(hostname=str(options.get("hostname") or state.host),
@@ -486,7 +482,7 @@ def _word(options: SshOptions, keyword: str) -> str | None:
 
 def _fill_defaults(options: SshOptions, host: str, user: str, home: str) -> SshOptions:
     """The defaults `ssh -G` prints, and its expansions of ~ in UserKnownHostsFile and IdentityAgent."""
-    from devenv.remote.sshconfig import expand_path, token_table
+    from devenv.remote.ssh_tokens import expand_path, token_table
 
     out = dict(options)
     out.setdefault("hostname", host)

@@ -2,7 +2,7 @@
 endpoint with dcgm-exporter's metric names and labels (`devenv monitor --prometheus 127.0.0.1:9400`).
 
 Both read the same long-lived samplers as the TUI, through a SamplerSet that may change while they run (a
-Slurm cluster's jobs start and end: cli/monitor_sources.SamplerFollower keeps it in step). The record schema
+Slurm cluster's jobs start and end: services/monitor_sources.SamplerFollower keeps it in step). The record schema
 is in docs/monitor.md; bump SCHEMA_VERSION on any change a reader could notice (a field renamed, removed or
 retyped).
 """

@@ -17,7 +17,7 @@ import pickle
 import selectors
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -86,8 +86,10 @@ class SharedRuntime:
             engine = pickle.loads(path.read_bytes()) if path.exists() else _Engine(self.host, {BASE_IMAGE: "sha256:m"})
             try:
                 return getattr(engine, name)(*args, **kwargs)
-            finally:
-                path.write_bytes(pickle.dumps(engine))
+            finally:  # whole or not at all: a call interrupted by a signal leaves the engine as it was
+                part = path.with_suffix(".part")
+                part.write_bytes(pickle.dumps(engine))
+                part.replace(path)
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_"):
@@ -131,26 +133,34 @@ class SharedRuntime:
         return chunks(), proc.wait
 
 
-def _check(host: HostProfile) -> Check:
+def _memory_check(host: HostProfile, env: EnvProfile) -> CheckReport:
     """The preflight: it passes. With $DEVENV_MEMORY_RENDEZVOUS it first waits (3 s at most) until another
     process's check has begun too: a real host's check takes seconds, so two `up` started together are both
     past "is there one?" before either makes anything."""
-
-    def check(env: EnvProfile) -> CheckReport:
-        folder = os.environ.get(RENDEZVOUS)
-        if folder:
-            Path(folder, str(os.getpid())).touch()
-            deadline = time.monotonic() + 3
-            while len(os.listdir(folder)) < 2 and time.monotonic() < deadline:
-                time.sleep(0.02)
-        return CheckReport(host.name, env.name, [CheckResult("memory.engine", "Memory engine", PASS, "here")])
-
-    return check
+    folder = os.environ.get(RENDEZVOUS)
+    if folder:
+        Path(folder, str(os.getpid())).touch()
+        deadline = time.monotonic() + 3
+        while len(os.listdir(folder)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.02)
+    return CheckReport(host.name, env.name, [CheckResult("memory.engine", "Memory engine", PASS, "here")])
 
 
 class MemoryBackend(Provisioner):
     """Environments in the memory engine (an EnvironmentBackend): the docker backend's steps, no daemon."""
 
+    early_preflight = False     # the check is this file's, instant: nothing to overlap
+
     @classmethod
     def open(cls, host: HostProfile, conn: Connection, check: Check | None = None) -> MemoryBackend:
-        return cls(SharedRuntime(host.name), host, _check(host))  # type: ignore[arg-type]
+        return cls(SharedRuntime(host.name), host, check)  # type: ignore[arg-type]
+
+    @classmethod
+    def run_check(cls, conn: Connection, host: HostProfile, env: EnvProfile,
+                  on_result: Callable[[CheckResult], None] | None = None) -> CheckReport:
+        return _memory_check(host, env)
+
+    @classmethod
+    def run_preflight(cls, conn: Connection, host: HostProfile, env: EnvProfile,
+                      allow_busy: bool = False) -> CheckReport:
+        return _memory_check(host, env)

@@ -14,6 +14,7 @@ import os
 import pickle
 import queue
 import re
+import secrets
 import shutil
 import subprocess
 import sys
@@ -235,10 +236,11 @@ def memory_place(home: Path) -> MemoryPlace:
     environ = base_environ(home, {"DEVENV_SSH_CONFIG": str(home / "ssh_config_user"),
                                   "DEVENV_KNOWN_HOSTS": str(home / "known_hosts_user")})
     environ["PYTHONPATH"] = os.pathsep.join([str(REPO), str(REPO / "tests")])
-    place = MemoryPlace("memory", "memhost", "cmem", home, environ, argv0=[sys.executable, str(MEMORY_DEVENV)],
+    env = f"cmem{secrets.token_hex(2)}"   # the lock on this machine is per owner and name: one per worker
+    place = MemoryPlace("memory", "memhost", env, home, environ, argv0=[sys.executable, str(MEMORY_DEVENV)],
                         waits=(Wait("building", r"==> Building "), Wait("waiting for jupyter", r"==> Waiting for ")))
     (home / "profiles" / "hosts" / "memhost.yaml").write_text(
-        "description: the memory engine (tests/contract)\nlocal: true\nruntime: docker\ndefault_env: cmem\n")
+        f"description: the memory engine (tests/contract)\nlocal: true\nruntime: docker\ndefault_env: {env}\n")
     place.write_profile()
     return place
 
@@ -335,9 +337,9 @@ LIVE_JOB_STATES = ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING")
 
 class SlurmPlace(Place):
     python: str = ""
-    fillers: tuple[str, ...] = ()
+    time_limit: str = "00:10:00"
 
-    def write_profile(self, time_limit: str = "00:10:00") -> None:
+    def write_profile(self, extra_sbatch: str = "") -> None:
         (self.home / "profiles" / "hosts" / f"{self.host}.yaml").write_text(textwrap.dedent(f"""\
             description: the test host's Slurm cluster (login node = the test sshd)
             ssh:
@@ -347,14 +349,15 @@ class SlurmPlace(Place):
             default_env: {self.env}
             slurm:
               partition: debug
-              time: "{time_limit}"
-            """))
+              time: "{self.time_limit}"
+            """) + (f"  extra_sbatch: [{extra_sbatch}]\n" if extra_sbatch else ""))
         (self.home / "profiles" / "envs" / f"{self.env}.yaml").write_text(
             "description: the contract suite's environment\nimage: unused-on-slurm\nports:\n  jupyter: 8888\n"
             "gpus: none\n")
 
     def change_spec(self, step: int) -> None:
-        self.write_profile(time_limit=f"00:{10 - step:02d}:00")
+        self.time_limit = f"00:{10 - step:02d}:00"
+        self.write_profile()
 
     def live(self) -> list[str]:
         return [f"job {j[0]} ({j[2]})" for j in squeue(f"devenv-{OWNER}-{self.env}") if j[2] in LIVE_JOB_STATES]
@@ -363,26 +366,12 @@ class SlurmPlace(Place):
         return self.live() + host_files(self.env)
 
     def arrange(self, wait: Wait) -> dict[str, str]:
-        if wait.name == "queued":   # both nodes taken by jobs of someone else: the environment's job waits
-            # The test partition is OverSubscribe=FORCE:4 (--exclusive is not honoured there): four 2-node jobs
-            # of 2 CPUs a node (the nodes' CPUs) fill it.
-            for _ in range(4):
-                done = subprocess.run(["sbatch", "--parsable", "-p", "debug", "-N", "2", "--cpus-per-task=2",
-                                       "-J", "contract-filler", "-t", "00:10:00", "--wrap", "sleep 600"],
-                                      capture_output=True, text=True, timeout=60)
-                assert done.returncode == 0, done.stderr
-                self.fillers += (done.stdout.strip().split(";")[0],)
-            deadline = time.monotonic() + 60
-            while not all(any(j[0] == f and j[2] == "RUNNING" for j in squeue("contract-filler"))
-                          for f in self.fillers):
-                assert time.monotonic() < deadline, f"the filler jobs {self.fillers} did not start"
-                time.sleep(0.5)
+        if wait.name == "queued":   # a job that may start only in an hour: it stays PENDING (BeginTime)
+            self.write_profile(extra_sbatch="--begin=now+3600")
         return {}
 
     def release(self, wait: Wait) -> dict[str, str]:
-        for filler in self.fillers:
-            subprocess.run(["scancel", filler], timeout=60)
-        self.fillers = ()
+        self.write_profile()
         return {}
 
     def remove_everything(self) -> None:

@@ -2,8 +2,9 @@
 docker, the bare host and the 2-node Slurm cluster of the real test host, and the in-memory backend. A new
 backend is done when it passes this file.
 
-The cases share one environment per backend and run in this order; each leaves it as the next expects (said in
-its docstring), so a backend makes its environment a few times, not once per case.
+The cases share one environment per backend (a module-scoped fixture): each case makes what it needs first (an
+`up` that only reattaches when the case before left it running), so they pass in any order or split across
+xdist workers, and a backend makes its environment a few times, not once per case.
 """
 
 from __future__ import annotations
@@ -62,6 +63,7 @@ def test_changed_spec_is_shown_and_refused_without_a_terminal(place: Place):
 # --- exec ----------------------------------------------------------------------------------------------------------
 
 def test_exec_returns_the_commands_exit_code_and_output(place: Place):
+    place.up()   # each case makes what it needs (a reattach when the one before left it running)
     done = place.devenv("exec", place.host, "--", "sh", "-c", "echo out; echo err >&2; exit 7")
     assert done.returncode == 7, done.stderr
     assert done.stdout == "out\n"
@@ -69,6 +71,7 @@ def test_exec_returns_the_commands_exit_code_and_output(place: Place):
 
 
 def test_exec_of_a_missing_command_is_127_with_one_line(place: Place):
+    place.up()
     done = place.devenv("exec", place.host, "--", "devenv-no-such-command")
     assert done.returncode == 127, done.stderr
     said = [line for line in done.stderr.splitlines() if line.strip()]
@@ -76,6 +79,7 @@ def test_exec_of_a_missing_command_is_127_with_one_line(place: Place):
 
 
 def test_exec_passes_stdin(place: Place):
+    place.up()
     done = place.devenv("exec", place.host, "--", "sh", "-c", "tr a-z A-Z", stdin="piped in\n")
     assert done.returncode == 0, done.stderr
     assert done.stdout == "PIPED IN\n"
@@ -84,6 +88,7 @@ def test_exec_passes_stdin(place: Place):
 def test_exec_streams_output_as_it_comes(place: Place):
     """The first line arrives while the command still runs: it waits for a file that is made only once the
     line was read here."""
+    place.up()
     running = place.start("exec", place.host, "--", "sh", "-c",
                           "echo first; i=0; while [ ! -e .contract-go ] && [ $i -lt 1200 ]; do sleep 0.1; "
                           "i=$((i+1)); done; echo second")

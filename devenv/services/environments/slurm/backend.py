@@ -30,9 +30,8 @@ from devenv.config.profiles import EnvProfile, HostProfile
 from devenv.env import jupyter_scripts
 from devenv.env import spec as envspec
 from devenv.env import state as envstate
-from devenv.env.image_context import BuildInputs
-from devenv.env.info import EnvStatus, ImageInfo, ProgressEvent
-from devenv.errors import DevenvError
+from devenv.env.info import EnvStatus
+from devenv.errors import DevenvError, NotConfirmed
 from devenv.services import jupyter
 from devenv.services.background import Background
 from devenv.services.environments.contract import (
@@ -40,21 +39,24 @@ from devenv.services.environments.contract import (
     CommandTarget,
     Events,
     ExecStream,
+    Existing,
     JupyterAccess,
-    QuietEvents,
+    Removed,
+    Shell,
     SshTarget,
     Traits,
     UpOptions,
     UpResult,
-    no_images,
-    preflight,
 )
+from devenv.services.environments.flow import FlowBackend
 
 if TYPE_CHECKING:
+    from devenv.checks.report import CheckReport, CheckResult
     from devenv.remote.base import Connection, Result
     from devenv.remote.envkey import EnvKey
     from devenv.remote.relay import Spare
     from devenv.runtimes.host_runtime import PreparedFiles
+    from devenv.services.monitor import JobPlace
 
 LIVE = ("pending", "running", "ending")
 REPORT_EVERY_S = 10.0   # a pending job's line while `up` waits: at this cadence, and when the reason changes
@@ -75,13 +77,39 @@ sys.exit(0 if jl else 3)
 """
 
 
-class SlurmEnvironments:
-    """The environments of one owner on one Slurm cluster, reached through its login node (an EnvironmentBackend).
+class SlurmEnvironments(FlowBackend):
+    """The environments of one owner on one Slurm cluster, reached through its login node.
 
     `slurm` is a devenv.schedulers.slurm.Slurm and `files` a devenv.runtimes.host_runtime.HostRuntime, both on
     the login node's connection (passed in: this service never builds an adapter)."""
 
-    traits = Traits(containers=False, shell_on_host=False, down_verb="Cancelled", scheduled=True)
+    traits = Traits("a Slurm job", down_verb="Cancelled")
+    shell = Shell.NONE              # a job runs no sshd of its own
+    early_preflight = True          # measured to gain: the login node's batch beside the job lookup
+    sanity_across_nodes = True      # `devenv sanity CLUSTER` runs in a job, across its nodes
+
+    @classmethod
+    def run_check(cls, conn: Connection, host: HostProfile, env: EnvProfile,
+                  on_result: Callable[[CheckResult], None] | None = None) -> CheckReport:
+        """The cluster's check: the login node's (partitions, GRES, the request, limits) and a node's."""
+        from devenv.services.environments.slurm import check
+
+        return check.run_cluster_check(conn, host, env, on_result)
+
+    @classmethod
+    def run_preflight(cls, conn: Connection, host: HostProfile, env: EnvProfile,
+                      allow_busy: bool = False) -> CheckReport:
+        """The login node's part of the cluster check (partitions, GRES, the request, limits)."""
+        from devenv.services.environments.slurm import check
+
+        return check.run_cluster_preflight(conn, host, env)
+
+    @classmethod
+    def watched_places(cls, connect: Callable[[], Connection], host: HostProfile) -> list[JobPlace] | None:
+        """The nodes of the user's running devenv jobs (one squeue on the login node)."""
+        from devenv.services.environments.slurm.places import job_places
+
+        return job_places(connect(), host)
 
     def __init__(self, host: HostProfile, conn, slurm, files, owner: str | None = None,
                  clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep,
@@ -115,9 +143,7 @@ class SlurmEnvironments:
 
     def job_of(self, env_name: str) -> Job | None:
         """The env's live job (newest), else its newest ended one Slurm still remembers, else None."""
-        jobs = sorted(self.slurm.jobs(self.job_name(env_name)), key=lambda j: int(j.job_id.split("_")[0]))
-        live = [j for j in jobs if j.phase in LIVE]
-        return (live or jobs or [None])[-1]
+        return max(self.slurm.jobs(self.job_name(env_name)), key=_rank, default=None)
 
     def job_state(self, env_name: str, job_id: str) -> dict | None:
         """job-<id>.json (node, port) the launcher wrote on the compute node; None before it ran."""
@@ -157,14 +183,18 @@ class SlurmEnvironments:
             job_id=job.job_id, nodes=nodes, address=nodes[0] if nodes else "", queue=queue,
         )
 
-    def status(self, all_owners: bool = True) -> list[EnvStatus]:
+    def list_environments(self, all_owners: bool) -> list[EnvStatus]:
         """This owner's environment jobs (Slurm shows a user only their own jobs' details: --me)."""
         prefix = slurm_job.JOB_PREFIX + self.owner + "-"
-        out = []
+        chosen: dict[str, Job] = {}   # one row per environment: Slurm also remembers its earlier jobs a while
         for job in self.slurm.jobs_by_prefix(prefix):
             env_name = job.name[len(prefix):]
-            out.append(self._status(env_name, job))
-        return out
+            if env_name not in chosen or _rank(job) > _rank(chosen[env_name]):
+                chosen[env_name] = job
+        # a job cancelled on purpose (down, an interrupted up, scancel) leaves no environment to show; one that
+        # ended by itself (TIMEOUT, NODE_FAIL, ...) is shown, with why
+        return [self._status(env_name, job) for env_name, job in chosen.items()
+                if job.phase in LIVE or not job.state.startswith("CANCELLED")]
 
     def find(self, env_name: str) -> EnvStatus | None:
         job = self.job_of(env_name)
@@ -172,6 +202,9 @@ class SlurmEnvironments:
 
     def volumes(self, env_name: str) -> list[str]:
         return [self.files.workspace(env_name)]
+
+    def workspace(self, env: EnvProfile) -> str:
+        return self.files.workspace(env.name)
 
     # --- up ----------------------------------------------------------------------------------------------
 
@@ -189,61 +222,76 @@ class SlurmEnvironments:
     def up(self, env: EnvProfile, key: EnvKey | None = None, *, events: Events | None = None,
            options: UpOptions | None = None) -> UpResult:
         """The env's Jupyter running in a job, answering on its node (key: unused, no sshd in the job)."""
-        events = events or QuietEvents()
-        options = options or UpOptions()
-        ready_timeout, assume_yes = options.ready_timeout, options.assume_yes
-        started = self._clock()
         if not env.jupyter:
             raise DevenvError(f"environment '{env.name}' runs no Jupyter: on a Slurm cluster there is nothing "
                               f"to start", f"use `devenv sanity {self.host.name}` to run checks in a job")
-        env_key = self.key(env.name)
-        spec = self.spec(env)
-        spec_hash = envspec.spec_hash(spec)
         # The python check and the env's files are one round trip, run while devenv looks for the env's job and
         # while the preflight runs (its own batch): nothing in either depends on the others, and sbatch waits
         # for all. A valid token there is kept, so a job found running keeps the token its Jupyter has.
-        fresh = jupyter.new_token()
-        prepared = Background(lambda: self.files.prepare_in_one(
+        env_key, fresh = self.key(env.name), jupyter.new_token()
+        self._fresh_token = fresh
+        self._prepared = Background(lambda: self.files.prepare_in_one(
             env_key, self.files.workspace(env.name), fresh, _FACTS,
             {"launch.py": slurm_job.LAUNCHER.encode()}, self._need_jupyterlab), "devenv-slurm-prepare")
         try:
-            job = self.job_of(env.name)
-        except BaseException:
-            prepared.wait()
-            raise
-        action = "created"
-        if job is not None and job.phase in LIVE:
-            same = (job.comment or "") == f"devenv:{spec_hash}"
-            if same and job.phase != "ending":
-                events.step(f"Found job {job.job_id} ({job.state.lower()}) for '{env.name}' on {self.host.name}")
-                token = self._reattach_token(env.name, prepared, fresh)
-                job = self._wait_start(env.name, job.job_id, events)
-                spare = self._relay_ahead(env.name, job, options)
-                state = self._wait_ready(env.name, job, events, ready_timeout, spare)
-                return self._up_result(env.name, job, state, "reattached", token, started, spare)
-            if not same:
-                question = (f"Job {job.job_id} for '{env.name}' on {self.host.name} runs with another spec. "
-                            f"Cancel it and submit a new one?")
-                diff = [f"spec hash: {(job.comment or '?').removeprefix('devenv:')[:12]} -> {spec_hash[:12]}"]
-                if not (assume_yes or events.confirm(question, diff)):
-                    prepared.wait()
-                    raise DevenvError(f"job {job.job_id} for '{env.name}' differs from the profile and was left "
-                                      f"running", "run `devenv up --yes` to replace it (the workspace is kept)")
-                action = "recreated"
-            events.step(f"Cancelling job {job.job_id}")
-            self.slurm.cancel(job.job_id)
+            return super().up(env, key, events=events, options=options)
+        finally:   # on every way out: a failure's news is the failure, not what the files' round trip found
+            self._prepared.wait()
 
-        try:
-            preflight(self.check, self.host, env, events)
-        except BaseException:
-            prepared.wait()    # the preflight's failure is the news, not what the files' round trip found
-            raise
-        files = prepared.result()
+    # --- up's steps (environments/flow.py decides) ---------------------------------------------------------
+
+    def look(self, env: EnvProfile, key: EnvKey | None, options: UpOptions) -> Existing | None:
+        """The env's live job (pending, running or ending), judged by the spec hash in its comment."""
+        job = self.job_of(env.name)
+        if job is None or job.phase not in LIVE:
+            return None
+        spec_hash = envspec.spec_hash(self.spec(env))
+        same = (job.comment or "") == f"devenv:{spec_hash}"
+        diff = [] if same else [f"spec hash: {(job.comment or '?').removeprefix('devenv:')[:12]} -> {spec_hash[:12]}"]
+        return Existing(job, job.phase != "ending", same, diff)
+
+    def reattach(self, env: EnvProfile, found: Existing, key: EnvKey | None, events: Events,
+                 options: UpOptions) -> UpResult:
+        """A pending or running job of this spec: waited for until its Jupyter answers."""
+        job: Job = found.handle
+        events.step(f"Found job {job.job_id} ({job.state.lower()}) for '{env.name}' on {self.host.name}")
+        token = self._reattach_token(env.name, self._prepared, self._fresh_token)
+        job = self._wait_start(env.name, job.job_id, events)
+        spare = self._relay_ahead(env.name, job, options)
+        state = self._wait_ready(env.name, job, events, options.ready_timeout, spare)
+        return self._up_result(env.name, job, state, "reattached", token, spare)
+
+    def finish(self, env: EnvProfile, found: Existing, key: EnvKey | None, events: Events,
+               options: UpOptions) -> UpResult | None:
+        """A job of this spec that is ending cannot be finished: cancelled (Slurm is only stopping it)."""
+        self.remove(env, found, events)
+        return None
+
+    def replace_question(self, env: EnvProfile, found: Existing) -> tuple[str, DevenvError]:
+        job: Job = found.handle
+        question = (f"Job {job.job_id} for '{env.name}' on {self.host.name} runs with another spec. "
+                    f"Cancel it and submit a new one?")
+        refusal = NotConfirmed(f"job {job.job_id} for '{env.name}' differs from the profile and was left running",
+                               f"run `devenv up {self.host.name} --env {env.name} --yes` to replace it (the "
+                               "workspace is kept)")
+        return question, refusal
+
+    def remove(self, env: EnvProfile, found: Existing, events: Events) -> None:
+        events.step(f"Cancelling job {found.handle.job_id}")
+        self.slurm.cancel(found.handle.job_id)
+
+    def create(self, env: EnvProfile, key: EnvKey | None, action: str, found: Existing | None, events: Events,
+               options: UpOptions) -> UpResult:
+        """The env's files (written beside the lookup and the preflight), sbatch, the wait for the start and for
+        Jupyter; a job that never answers is cancelled (no orphan stays queued)."""
+        files = self._prepared.result()
         events.step(f"Wrote the environment's files on {self.host.name} (token 0600, Jupyter config)")
         token = files.token
         self._home_dir = files.home
+        env_key, spec = self.key(env.name), self.spec(env)
         env_dir, workspace = self._abs(self.files.env_dir(env_key)), self._abs(self.files.workspace(env.name))
-        request = JobRequest(self.settings, self.job_name(env.name), spec_hash, f"{env_dir}/job-%j.log", workspace)
+        request = JobRequest(self.settings, self.job_name(env.name), envspec.spec_hash(spec), f"{env_dir}/job-%j.log",
+                             workspace)
         script = slurm_job.batch_script(self.host.python, f"{env_dir}/launch.py", env_dir, workspace, spec["port"])
         events.step(f"Submitting the job ({_describe(self.settings)})")
         job_id = self.slurm.submit(request, script)
@@ -251,20 +299,22 @@ class SlurmEnvironments:
         try:
             job = self._wait_start(env.name, job_id, events)
             spare = self._relay_ahead(env.name, job, options)
-            state = self._wait_ready(env.name, job, events, ready_timeout, spare)
+            state = self._wait_ready(env.name, job, events, options.ready_timeout, spare)
         except BaseException as exc:   # Jupyter never answered, Ctrl-C, a lost connection: leave no orphan job
             self._cancel_quietly(job_id)
+            if isinstance(exc, KeyboardInterrupt):   # Ctrl-C, SIGTERM, SIGHUP: what became of the job is said
+                events.step(f"Interrupted: devenv cancelled job {job_id}")
             if isinstance(exc, jupyter.NotReady):
                 exc.hint = f"devenv cancelled job {job_id}; " + (exc.hint or "")
             raise
-        result = self._up_result(env.name, job, state, action, token, started, spare)
+        result = self._up_result(env.name, job, state, action, token, spare)
         envstate.update(self.host.name, env.name, container=job_id, token=token, ports=result.status.ports)
         return result
 
     def _up_result(self, env_name: str, job: Job, state: dict, action: str, token: str,
-                   started: float, spare: Spare | None = None) -> UpResult:
+                   spare: Spare | None = None) -> UpResult:
         access = self._access(env_name, job, state, token, spare)
-        return UpResult(access.status, action, token, None, elapsed_s=self._clock() - started, jupyter=access)
+        return UpResult(access.status, action, token, None, jupyter=access)
 
     def _access(self, env_name: str, job: Job, state: dict, token: str,
                 spare: Spare | None = None) -> JupyterAccess:
@@ -429,15 +479,14 @@ class SlurmEnvironments:
 
     # --- the rest of the lifecycle -----------------------------------------------------------------------
 
-    def down(self, env_name: str, purge: bool = False) -> dict[str, list[str]]:
-        removed: dict[str, list[str]] = {"containers": [], "volumes": []}
+    def take_down(self, env_name: str, purge: bool) -> Removed:
+        removed = Removed(self.traits.down_verb)
         for job in self.slurm.jobs(self.job_name(env_name)):
             if job.phase in LIVE:
                 self.slurm.cancel(job.job_id)
-                removed["containers"].append(f"job {job.job_id}")
+                removed.items.append(f"job {job.job_id}")
         if purge:
-            removed["volumes"].extend(self.files.remove(self.key(env_name), env_name, True)[1:])
-        envstate.forget(self.host.name, env_name)
+            removed.volumes.extend(self.files.remove(self.key(env_name), env_name, True)[1:])
         return removed
 
     def _cancel_quietly(self, job_id: str) -> None:
@@ -503,10 +552,6 @@ class SlurmEnvironments:
                           f"`devenv exec {self.host.name} -- CMD` runs a command on the job's node; "
                           f"`devenv jupyter {self.host.name}` opens its Jupyter")
 
-    def build_image(self, env: EnvProfile, inputs: BuildInputs,
-                    progress: Callable[[ProgressEvent], None]) -> ImageInfo:
-        raise no_images(self.host)
-
     def command_target(self, env_name: str, host_if_no_env: bool = False) -> CommandTarget:
         return CommandTarget(self.conn, self.host.python, f"login node, python {self.host.python}", self.conn)
 
@@ -560,6 +605,11 @@ class SlurmEnvironments:
         if not hasattr(self, "_home_dir"):
             self._home_dir = self.conn.run('printf %s "$HOME"', check=True, timeout=30).stdout.strip()
         return self._home_dir + path[1:]
+
+
+def _rank(job: Job) -> tuple[bool, int]:
+    """Which of an environment's jobs is the environment: a live one before an ended one, then the newest."""
+    return job.phase in LIVE, int(job.job_id.split("_")[0])
 
 
 def _describe(s: SlurmSettings) -> str:

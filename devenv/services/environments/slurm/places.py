@@ -68,6 +68,11 @@ def node_connection(login: Connection, place: JobPlace, *, owns: bool = False) -
     return StepConnection(login, place.job_id, place.node, place.name, owns=owns)
 
 
+def waiting_jobs(conn: Connection, host: HostProfile) -> list[Waiting]:
+    """The user's devenv jobs still in the queue, each with its place there (one squeue, one more per job)."""
+    return jobs_and_places(conn, host)[1]
+
+
 def no_job_snapshot(cluster: str, waiting: list[Waiting] | None = None, clock=time.time) -> HostSnapshot:
     """A cluster where no devenv job of the user's runs: said so, or (waiting) the jobs still in the queue,
     each with Slurm's reason, how long it has waited and its place in the partition's queue."""
