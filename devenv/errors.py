@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Protocol
+
 
 class DevenvError(Exception):
     """A failure the user can act on: a one-line message and a hint saying what to do."""
@@ -27,6 +29,11 @@ class ProfileError(BadInput):
     """A profile is missing, malformed or names an unknown field."""
 
 
+class NotConfirmed(BadInput):
+    """A step that needs the user's yes (recreate an environment, delete a workspace, edit ~/.ssh/config) was not
+    confirmed: no terminal to ask on (and no --yes), or the user said no. Exit 2 in every command."""
+
+
 class ConnectError(DevenvError):
     """The host could not be reached or authenticated (network, key, host key)."""
 
@@ -37,10 +44,23 @@ class HostKeyError(ConnectError):
     """The host's key is unknown or changed: never trusted silently."""
 
 
+class CommandResult(Protocol):
+    """What CommandFailed reports of a command (remote.base.Result; errors is L0 and cannot import it)."""
+
+    @property
+    def command(self) -> str: ...
+    @property
+    def stdout(self) -> str: ...
+    @property
+    def stderr(self) -> str: ...
+    @property
+    def exit_code(self) -> int: ...
+
+
 class CommandFailed(DevenvError):
     """A remote command exited non-zero; carries its Result (like invoke's UnexpectedExit)."""
 
-    def __init__(self, result, hint: str | None = None):
+    def __init__(self, result: CommandResult, hint: str | None = None):
         tail = "\n".join((result.stderr or result.stdout or "").strip().splitlines()[-5:])
         message = f"command failed with exit code {result.exit_code}: {result.command}"
         if tail:
@@ -60,6 +80,13 @@ class CommandTimeout(DevenvError):
         )
         self.command = command
         self.timeout = timeout
+
+
+class PortTaken(DevenvError):
+    """A local port the user named (or a forward needs) is already held on this machine: exit 6, its own class
+    (neither bad input nor a host that cannot be reached), as ssh's `bind: Address already in use`."""
+
+    exit_code = 6
 
 
 class BadInputError(DevenvError):

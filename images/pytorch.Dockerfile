@@ -58,6 +58,8 @@ COPY --from=builder --chown=${DEVENV_USER} /opt/venv /opt/venv
 COPY entrypoint.sh /usr/local/bin/devenv-entrypoint
 COPY ready.py /usr/local/bin/devenv-ready
 COPY jupyter_server_config.py /etc/jupyter/jupyter_server_config.py
+# a tool's own JupyterLab: no "get notified about official Jupyter news?" prompt (its announcements plugin off)
+COPY jupyter_page_config.json /etc/jupyter/labconfig/page_config.json
 COPY sshd_devenv.conf /etc/ssh/sshd_config.d/00-devenv.conf
 COPY profile_devenv.sh /etc/profile.d/00-devenv.sh
 RUN chmod 0755 /usr/local/bin/devenv-entrypoint /usr/local/bin/devenv-ready \

@@ -25,8 +25,10 @@ def test_a_name_that_is_no_profile_is_an_ssh_destination_for_every_command():
 
 def test_tunnel_rejects_bad_port_specs_before_connecting():
     result = run("tunnel", "local", "http")
-    assert result.exit_code == 2 and "'http' is not PORT or PORT:LOCAL" in result.output
+    assert result.exit_code == 2 and "'http' is not PORT or LOCAL:PORT" in result.output
     assert run("tunnel", "local", "70000").exit_code == 2
+    ssh_form = run("tunnel", "local", "6006:localhost:6006")  # ssh -L's form: the host part has no place here
+    assert ssh_form.exit_code == 2 and "LOCAL:PORT, as `ssh -L LOCAL:localhost:PORT`" in ssh_form.output
 
 
 def test_exec_needs_a_command():

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from devenv.cli import main, shown_whole
 
-DOCUMENTED = {0, 1, 2, 3, 4, 5}
+DOCUMENTED = {0, 1, 2, 3, 4, 5, 6}
 UNREACHABLE = "127.0.0.1:9"
 FUZZ = settings(max_examples=int(os.environ.get("DEVENV_FUZZ_CLI_EXAMPLES", "400")), deadline=None, database=None,
                 suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
@@ -71,7 +71,7 @@ def invocations(draw) -> tuple[list[str], dict[str, str]]:
     else:
         argv = words[:1] + [draw(host_args())] + words[1:]
         options = COMMANDS[command]
-        if command in ("tunnel", "sync"):  # PORT[:LOCAL] / LOCAL_DIR after HOST
+        if command in ("tunnel", "sync"):  # [LOCAL:]PORT / LOCAL_DIR after HOST
             argv.append(draw(st.one_of(st.sampled_from(["8888", "8888:0", "0", "65536", "1:99999"] + PATHS),
                                        hostile_text())))
         if command == "up --devcontainer":
@@ -142,3 +142,62 @@ def test_option_like_or_multi_line_host_names_are_bad_input(host):
     for command in ("status", "check", "ssh", "up", "down"):
         result = CliRunner().invoke(main, [command, "--", host] if command == "status" else [command, "--", host])
         assert result.exit_code == 2, (command, host, result.output)
+
+
+# --- the before-dialling class (issue 28): what can be checked here is checked before the host is dialled -----
+# The host is unreachable (a closed loopback port), so a command that dialled first would exit 3, not 2.
+ENV_COMMANDS = [["exec", "--", "true"], ["logs"], ["jupyter"], ["ssh"], ["sanity"], ["up"], ["down"], ["check"],
+                ["tunnel", "6006"], ["code"], ["sync"], ["image", "build"]]
+NON_ASCII_DIGITS = st.characters(categories=["Nd"]).filter(lambda c: not c.isascii())
+
+
+def _dialled(result) -> bool:
+    return result.exit_code == 3 or "cannot connect" in result.output
+
+
+@settings(max_examples=int(os.environ.get("DEVENV_FUZZ_CLI_EXAMPLES", "400")) // 4, deadline=None, database=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(command=st.sampled_from(ENV_COMMANDS), name=hostile_text().filter(lambda n: n.strip() != ""),
+       via_variable=st.booleans())
+def test_an_env_that_cannot_be_loaded_is_exit_2_before_dialling(isolated_home, command, name, via_variable):
+    from devenv.config import profiles
+
+    if name in profiles.names("envs") or "\x00" in name:
+        return  # an env that exists is not the class under test (a NUL cannot reach a real command line)
+    argv = command[:1] + [UNREACHABLE] + command[1:]
+    if command[:2] == ["image", "build"]:
+        argv = ["image", "build", UNREACHABLE]
+    if via_variable:
+        result = CliRunner().invoke(main, argv, env={"DEVENV_ENV": name})
+    else:
+        result = CliRunner().invoke(main, argv[:-2] + ["--env", name] + argv[-2:] if argv[-2:] == ["--", "true"]
+                                    else argv + ["--env", name])
+    assert result.exit_code == 2 and not _dialled(result), (argv, name, via_variable, result.output[-400:])
+
+
+@settings(max_examples=60, deadline=None, database=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(only=st.text(alphabet=", \t", min_size=1, max_size=8).filter(lambda s: s.strip() != ""))
+def test_an_only_that_names_no_stage_is_exit_2_before_dialling(isolated_home, only):
+    result = CliRunner().invoke(main, ["sanity", UNREACHABLE, "--only", only])
+    assert result.exit_code == 2 and not _dialled(result), (only, result.output[-400:])
+
+
+@settings(max_examples=60, deadline=None, database=None)
+@given(digits=st.lists(NON_ASCII_DIGITS, min_size=1, max_size=3), flag=st.sampled_from(["--cuda", "--driver"]))
+def test_versions_with_digits_other_than_ascii_are_bad_input(digits, flag):
+    version = ".".join(digits) if flag == "--cuda" else "5" + "".join(digits) + "0.1"
+    other = {"--cuda": ["--driver", "535.104.05"], "--driver": ["--cuda", "12.8"]}[flag]
+    result = CliRunner().invoke(main, ["compat", flag, version, *other])
+    assert result.exit_code == 2, (flag, version, result.output[-400:])
+
+
+@settings(max_examples=40, deadline=None, database=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(command=st.sampled_from([["status", UNREACHABLE], ["exec", UNREACHABLE, "--", "true"], ["check", UNREACHABLE],
+                                ["sanity", UNREACHABLE], ["logs", UNREACHABLE]]),
+       below=st.sampled_from(["", "state", "a/b"]))
+def test_devenv_home_through_a_file_is_exit_2_before_dialling(tmp_path_factory, command, below):
+    afile = tmp_path_factory.mktemp("home-file") / "afile"
+    afile.write_text("x")
+    home = afile / below if below else afile
+    result = CliRunner().invoke(main, command, env={"DEVENV_HOME": str(home)})
+    assert result.exit_code == 2 and not _dialled(result), (command, str(home), result.output[-400:])

@@ -183,11 +183,29 @@ def test_a_profile_that_is_a_fifo_or_a_device_is_refused_without_hanging(isolate
     ["status", "box:٢٢"],
     ["monitor", "127.0.0.1:9", "--once", "--prometheus", "127.0.0.1:0"],  # it served forever, --once ignored
     ["monitor", "127.0.0.1:9", "--once", "--json", "--watch"],
+    # issue 28: a bad env name was found only after connecting (so an unreachable host said exit 3)
+    *[[command, "127.0.0.1:9", "--env", "../x", *rest] for command, rest in (
+        ("exec", ["--", "true"]), ("logs", []), ("jupyter", []), ("ssh", []), ("sanity", []), ("up", []))],
+    ["sanity", "127.0.0.1:9", "--only", ",,,"],
+    ["sanity", "127.0.0.1:9", "--only", " , "],
+    ["compat", "--cuda", "١٢.٨", "--driver", "535.104.05"],
+    ["compat", "--cuda", "12.8", "--driver", "٥٣٥.104.05"],
+    ["compat", "--gpu-cc", "٨.٠"],
 ])
 def test_bad_options_are_exit_2_before_connecting(args):
     # 127.0.0.1:9 (discard) is closed: a command that tried to connect would exit 3, not 2
     result = cli(*args)
     assert result.exit_code == 2, (result.exit_code, result.output[-400:])
+
+
+@pytest.mark.parametrize("command", [["status", "127.0.0.1:9"], ["exec", "127.0.0.1:9", "--", "true"],
+                                     ["check", "127.0.0.1:9"], ["profiles", "list"]])
+def test_devenv_home_that_is_a_file_is_exit_2_before_connecting(monkeypatch, tmp_path, command):
+    (tmp_path / "afile").write_text("x")
+    for home in (tmp_path / "afile", tmp_path / "afile" / "below"):
+        monkeypatch.setenv("DEVENV_HOME", str(home))
+        result = cli(*command)
+        assert result.exit_code == 2 and "DEVENV_HOME" in result.output, (command, result.output[-400:])
 
 
 def test_a_bad_devenv_ssh_key_is_exit_2_before_connecting(monkeypatch, tmp_path):
@@ -341,3 +359,33 @@ def test_no_error_repeats_a_key_pasted_as_an_argument(isolated_home, args):
     long = "x-" * 30  # no valid name either
     result = cli(*[long if a == "KEY" else a for a in args])
     assert result.exit_code == 0 or long not in result.output, result.output
+
+
+@pytest.mark.parametrize("fields,words", [
+    ("build: {dockerfile: ../../etc/Dockerfile}\n", "is not in"),
+    ("build: {dockerfile: /etc/hostname}\n", "is not in"),
+    ("build: {dockerfile: no-such.Dockerfile}\n", "is not in"),
+    ("volumes: {workspace: /}\n", "is the container's root"),
+    ("volumes: {workspace: /./}\n", "is the container's root"),
+])
+def test_profiles_validate_refuses_what_up_refuses(isolated_home, fields, words):
+    path = write(isolated_home, "envs", "mine", "image: devenv/mine:1\n" + fields)
+    validated = cli("profiles", "validate", str(path))
+    assert validated.exit_code == 2 and words in validated.output, validated.output[-400:]
+    assert "ok    " not in validated.output
+    everything = cli("profiles", "validate")  # every profile, this one among them
+    assert everything.exit_code == 2 and words in everything.output
+    up = cli("up", "127.0.0.1:9", "--env", "mine")
+    if "volumes" in fields:  # refused when the profile is read: before dialling
+        assert up.exit_code == 2 and words in up.output, up.output[-400:]
+
+
+def test_profiles_validate_takes_a_dockerfile_in_the_build_context_folder(isolated_home, tmp_path, monkeypatch):
+    context = tmp_path / "ctx"
+    context.mkdir()
+    (context / "mine.Dockerfile").write_text("FROM scratch\n")
+    path = write(isolated_home, "envs", "mine", "image: devenv/mine:1\nbuild: {dockerfile: mine.Dockerfile}\n")
+    assert cli("profiles", "validate", str(path)).exit_code == 2
+    monkeypatch.setenv("DEVENV_BUILD_CONTEXT", str(context))
+    result = cli("profiles", "validate", str(path))
+    assert result.exit_code == 0 and f"ok    {path}" in result.output, result.output

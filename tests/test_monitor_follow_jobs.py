@@ -15,13 +15,14 @@ from click.testing import CliRunner
 from monitor_helpers import T0, FixedSampler, recorded_snapshot, wait_until
 from prometheus_client import CollectorRegistry, generate_latest
 
-from devenv.cli import main, monitor_sources
-from devenv.cli.monitor_sources import SamplerFollower, Source, SourceFollower
+from devenv.cli import main
 from devenv.config.profiles import HostProfile
 from devenv.errors import ConnectError
+from devenv.services import monitor_sources
 from devenv.services.environments.slurm import places as cluster_monitor
 from devenv.services.environments.slurm.places import JobWatch, no_job_snapshot
 from devenv.services.monitor import JOB_ENDED, NO_JOB, JobPlace
+from devenv.services.monitor_sources import SamplerFollower, Source, SourceFollower
 from devenv.services.monitor_stream import DcgmCollector, SamplerSet, watch_records
 from devenv.tui import monitor_app
 from devenv.tui.monitor_app import HostChanges, HostPanel, MonitorServices, create_monitor_app

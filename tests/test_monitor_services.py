@@ -1,4 +1,4 @@
-"""The monitor keys' wiring to real services (devenv/cli/monitor_services.py): the last saved sanity verdict,
+"""The monitor keys' wiring to real services (devenv/services/monitor_wiring.py): the last saved sanity verdict,
 and `s` running the real sanity program on the bundled `local` host (torch here is a CPU build, so the run
 runs the CPU smoke and its verdict says that no GPU was proven)."""
 
@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-from devenv.cli.monitor_services import _sanity_progress, services_for
 from devenv.config import profiles
 from devenv.remote.pool import close_all
 from devenv.sanity.verdict import Check, Verdict
 from devenv.services import sanity_history
+from devenv.services.monitor_wiring import _sanity_progress, services_for
 
 pytestmark = pytest.mark.timeout(120)
 

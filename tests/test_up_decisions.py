@@ -109,6 +109,7 @@ def test_another_spec_is_shown_and_left_alone_unless_confirmed():
     with pytest.raises(DevenvError, match="differs from its profile") as err:
         backend(runtime).up(ENV, Key(), events=events, options=UpOptions())
     assert "shm_size: 1g -> 8g" in err.value.message
+    assert err.value.exit_code == 2 and "--yes" in (err.value.hint or "")  # not confirmed: as every such step
     assert events.questions and "shm_size: 1g -> 8g" in events.questions[0][1]
     assert runtime.find(cid) is not None and not runtime.did("remove")
 
@@ -222,7 +223,7 @@ def test_the_check_starts_before_the_engine_is_asked_when_this_laptop_knows_no_e
 
     seen: list[str] = []
 
-    def run_check(conn, host, env, on_result=None, allow_busy=False):
+    def run_check(conn, host, env, on_result=None, allow_busy=False, with_engine=False):
         seen.append(threading.current_thread().name)
         return CheckReport(host.name, env.name, [CheckResult("docker.daemon", "Docker daemon", PASS, "seen")])
 

@@ -27,7 +27,7 @@ def test_up_makes_the_network_first_and_the_container_joins_it_and_down_removes_
     assert (labels[envspec.OWNER], labels[envspec.ENV], labels[envspec.ROLE]) == (OWNER, ENV.name, "network")
 
     removed = backend(runtime).down(ENV.name)
-    assert removed["networks"] == [NETWORK] and runtime.networks == {}
+    assert removed.networks == [NETWORK] and runtime.networks == {}
 
 
 def test_a_network_found_by_its_labels_is_reused_whatever_its_name():

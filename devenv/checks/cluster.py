@@ -58,8 +58,7 @@ def judge_partitions(partitions: list[PartitionInfo], settings: SlurmSettings) -
                            INFO, describe_partition(p), None, p.to_dict()) for p in partitions]
     known = ", ".join(p.name + ("*" if p.default else "") for p in partitions) or "none"
     wanted = settings.partition
-    chosen = next((p for p in partitions if p.name == wanted), None) if wanted else \
-        next((p for p in partitions if p.default), None)
+    chosen = chosen_partition(partitions, settings)
     title = "Job request fits the partition"
     if chosen is None:
         if wanted:
@@ -68,7 +67,9 @@ def judge_partitions(partitions: list[PartitionInfo], settings: SlurmSettings) -
                                           "set slurm.partition in the host profile to one of them")]
         return results + [CheckResult("slurm.request", title, FAIL, f"no default partition (partitions: {known})",
                                       "set slurm.partition in the host profile")]
+    results.append(judge_nodes(chosen))
     problems, waits = [], []
+    hint = None
     if chosen.state.upper() != "UP":
         problems.append(f"partition {chosen.name} is {chosen.state.lower()}")
     if settings.nodes > len(chosen.nodes):
@@ -81,20 +82,60 @@ def judge_partitions(partitions: list[PartitionInfo], settings: SlurmSettings) -
                             f"{', '.join(sorted(chosen.gpu_types)) or 'untyped GPUs'}")
         elif chosen.gpus_free < settings.gpus_per_node * settings.nodes:
             waits.append(f"{chosen.gpus_free} GPU(s) free now, {settings.gpus_per_node * settings.nodes} asked")
-    free_nodes = sum(n for s, n in chosen.node_states.items() if s in ("idle", "mixed"))
-    if not problems and free_nodes < settings.nodes:
-        waits.append(f"{free_nodes} node(s) idle or mixed now, {settings.nodes} asked")
+    usable = chosen.usable_nodes
+    free = chosen.free_nodes
+    unusable = [n for n in chosen.node_info if not n.usable]
+    if not problems and len(usable) < settings.nodes:
+        # drained, down, failed, not responding, reserved: no waiting in the queue helps until they come back
+        said = "; ".join(f"{n.name} {n.describe()}" for n in unusable)
+        waits.append((f"no node of partition {chosen.name} can take a job now" if not usable else
+                      f"only {len(usable)} node(s) of partition {chosen.name} can take jobs, {settings.nodes} "
+                      f"asked") + (f" ({said})" if said else ""))
+        hint = ("the job would wait (ReqNodeNotAvail) until an administrator resumes these nodes; `sinfo -R` on "
+                "the login node lists why they are out, or pick another partition (slurm.partition)")
+    elif not problems and len(free) < settings.nodes:
+        booting = [n for n in usable if n.booting]
+        waits.append(f"{len(free)} node(s) idle or mixed now, {settings.nodes} asked"
+                     + (f"; {', '.join(n.name for n in booting)} must boot first" if booting else ""))
+        hint = ("the job will queue until resources free up (`devenv up` shows the pending reason and waits at "
+                "most slurm.queue_timeout)")
     asked = (f"partition {chosen.name}, {settings.nodes} node(s), time {settings.time}"
              + (f", {settings.gpus_per_node} GPU(s)/node" if settings.gpus_per_node else ", no GPU"))
+    details = {"partition": chosen.name, "usable_nodes": len(usable), "free_nodes": len(free)}
     if problems:
         hint = ("set slurm.gpus_per_node: 0 for a CPU job, or pick a partition with GPUs"
                 if any("GPU" in p for p in problems) else "change the host profile's slurm: settings")
-        return results + [CheckResult("slurm.request", title, FAIL, f"{asked}: " + "; ".join(problems), hint)]
+        return results + [CheckResult("slurm.request", title, FAIL, f"{asked}: " + "; ".join(problems), hint,
+                                      details)]
     if waits:
-        return results + [CheckResult("slurm.request", title, WARN, f"{asked}: " + "; ".join(waits),
-                                      "the job will queue until resources free up (`devenv up` shows the "
-                                      "pending reason and waits at most slurm.queue_timeout)")]
-    return results + [CheckResult("slurm.request", title, PASS, f"{asked}: can start now")]
+        return results + [CheckResult("slurm.request", title, WARN, f"{asked}: " + "; ".join(waits), hint,
+                                      details)]
+    return results + [CheckResult("slurm.request", title, PASS, f"{asked}: can start now", None, details)]
+
+
+def judge_nodes(partition: PartitionInfo) -> CheckResult:
+    """Each node of the partition a job goes to, in Slurm's state words, with the reason an admin gave."""
+    title = f"Nodes of partition {partition.name}"
+    nodes = partition.node_info
+    if not nodes:
+        return CheckResult("slurm.nodes", title, WARN, "the partition has no nodes",
+                           "pick another partition (slurm.partition)")
+    said = "; ".join(f"{n.name} {n.describe()}" for n in nodes)
+    out = [n for n in nodes if not n.usable]
+    details = {"nodes": [{"name": n.name, "state": n.word, "usable": n.usable, "reason": n.reason}
+                         for n in nodes]}
+    if out:
+        return CheckResult("slurm.nodes", title, WARN, f"{len(out)} of {len(nodes)} take no jobs: {said}",
+                           "`sinfo -R` on the login node lists why; an administrator resumes them "
+                           "(scontrol update nodename=NODE state=resume)", details)
+    return CheckResult("slurm.nodes", title, INFO, said, None, details)
+
+
+def chosen_partition(partitions: list[PartitionInfo], settings: SlurmSettings) -> PartitionInfo | None:
+    """The partition the profile's jobs go to: the one it names, else the cluster's default."""
+    if settings.partition:
+        return next((p for p in partitions if p.name == settings.partition), None)
+    return next((p for p in partitions if p.default), None)
 
 
 def judge_limits(accounting: bool, rows: list[dict[str, str]], detail: str) -> CheckResult:

@@ -6,11 +6,14 @@ else from the environment profile (a declaration). On the host runtime, the host
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from devenv import compat
 from devenv.checks.host import status_of
 from devenv.checks.report import SKIP, WARN, CheckResult
+from devenv.compat import CompatReport
 from devenv.config.profiles import EnvProfile
 from devenv.errors import DevenvError
 from devenv.gpu.nvsmi import GpuInfo
@@ -29,21 +32,22 @@ def compat_checks(env: EnvProfile, inventory: list[GpuInfo], image: dict[str, An
     results = []
     for gpu in _distinct_models(inventory):
         label = origin if len(inventory) == 1 else f"{origin}, GPU {gpu.index}"
-        results += _judged(f"compat.{gpu.index}", label, driver=gpu.driver_version, cuda=cuda,
-                           gpu_cc=gpu.compute_capability, torch_build=torch, gpu_name=gpu.name)
+        results += _judged(f"compat.{gpu.index}", label,
+                           partial(compat.judge, driver=gpu.driver_version, cuda=cuda,
+                                   gpu_cc=gpu.compute_capability, torch_build=torch, gpu_name=gpu.name))
         if host_python and host_python.get("cuda"):
             build = _torch_build(host_python)
             results += _judged(f"compat.host.{gpu.index}", "host python" if len(inventory) == 1 else
                                f"host python, GPU {gpu.index}",
-                               driver=gpu.driver_version, cuda=None, gpu_cc=gpu.compute_capability,
-                               torch_build=build, gpu_name=gpu.name,
-                               torch_arch_list=host_python.get("arch_list") or None)
+                               partial(compat.judge, driver=gpu.driver_version, cuda=None,
+                                       gpu_cc=gpu.compute_capability, torch_build=build, gpu_name=gpu.name,
+                                       torch_arch_list=host_python.get("arch_list") or None))
     return results
 
 
-def _judged(check_id: str, label: str, **inputs) -> list[CheckResult]:
+def _judged(check_id: str, label: str, judge: Callable[[], CompatReport]) -> list[CheckResult]:
     try:
-        report = compat.judge(**inputs)
+        report = judge()
     except DevenvError as exc:  # a version nvidia-smi printed that compat cannot read: say so, don't crash
         return [CheckResult(check_id, f"Compatibility: {label}", WARN, exc.message, exc.hint)]
     out = []
@@ -68,7 +72,7 @@ def _torch_build(host_python: dict[str, Any]) -> str:
 
 def _distinct_models(inventory: list[GpuInfo]) -> list[GpuInfo]:
     """One GPU per (model, compute capability): eight identical GPUs are judged once."""
-    seen: dict[tuple, GpuInfo] = {}
+    seen: dict[tuple[str | None, str | None, str | None], GpuInfo] = {}
     for gpu in inventory:
         seen.setdefault((gpu.name, gpu.compute_capability, gpu.driver_version), gpu)
     return list(seen.values())

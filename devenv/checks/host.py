@@ -128,7 +128,8 @@ def parse_docker_json(out: Output) -> dict[str, Any] | None:
     for line in out.stdout.splitlines():
         if line.startswith("{"):
             try:
-                return json.loads(line)
+                found: dict[str, Any] = json.loads(line)  # a line starting with "{" is an object
+                return found
             except json.JSONDecodeError:
                 break
     # podman prints `--format '{{json .}}'` of an inspect as an indented array

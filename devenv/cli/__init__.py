@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import os
 import sys
+from typing import Any
 
 import click
 from click.utils import make_default_short_help
@@ -24,8 +25,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "down": ("down_cmd", "Stop and remove the environment on HOST. The workspace is kept for the next `up` "
                          "unless --purge."),
     "exec": ("exec_cmd", "Run COMMAND in the environment on HOST (put `--` before it), streaming its output."),
-    "hosts": ("hosts_cmd", "Add host profiles (optional: every command also takes an ssh alias or "
-                           "user@host[:port])."),
+    "hosts": ("hosts_cmd", "Add, list and remove host profiles (optional: every command also takes an ssh "
+                           "alias or user@host[:port])."),
     "image": ("image_cmd", "Environment images on hosts."),
     "jupyter": ("jupyter_cmd", "Open a tunnel to the environment's Jupyter on HOST and print its URL (with the "
                                "token) until Ctrl-C."),
@@ -44,16 +45,33 @@ COMMANDS: dict[str, tuple[str, str]] = {
                              "hosts themselves."),
     "sync": ("sync_cmd", "Copy LOCAL_DIR (default: here) into the environment's workspace on HOST over its ssh "
                          "entry (rsync)."),
-    "tunnel": ("tunnel_cmd", "Forward environment PORTs to this machine's 127.0.0.1 (same port, or LOCAL) until "
-                             "Ctrl-C."),
+    "tunnel": ("tunnel_cmd", "Forward environment PORTs to this machine's 127.0.0.1 (same port, or LOCAL:PORT as "
+                             "ssh -L) until Ctrl-C."),
     "up": ("up_cmd", "Make (or reattach to) the environment on HOST: check, image, container, Jupyter and sshd, "
                      "tunnels."),
 }
 
 
-class DevenvGroup(click.Group):
+class SuggestingGroup(click.Group):
+    """A group whose unknown command gets "Did you mean ...?" from every command, loaded or not (click offers
+    only the loaded ones); exit 2, as every usage error."""
+
+    def resolve_command(self, ctx: click.Context, args: list[str]
+                        ) -> tuple[str | None, click.Command | None, list[str]]:
+        try:
+            return super().resolve_command(ctx, args)
+        except click.exceptions.NoSuchCommand as exc:
+            import difflib
+
+            exc.possibilities = difflib.get_close_matches(exc.command_name, self.list_commands(ctx))
+            raise
+
+
+class DevenvGroup(SuggestingGroup):
     """Loads each command's module on first use; turns DevenvError into one message + hint + exit code
     (never a traceback for the user)."""
+
+    group_class = SuggestingGroup  # `devenv hosts lst` too
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(set(self.commands) | set(COMMANDS))
@@ -95,16 +113,27 @@ class DevenvGroup(click.Group):
             exc.message = redact(exc.message, ctx.meta[_ARGS])  # args is consumed by then
             raise
 
-    def invoke(self, ctx: click.Context):
+    def invoke(self, ctx: click.Context) -> Any:  # what the command returns, as click.Group.invoke
+        from devenv.cli.signals import ending_signals_interrupt
+
+        with ending_signals_interrupt():
+            return self._invoke(ctx)
+
+    def _invoke(self, ctx: click.Context) -> Any:
         try:
+            from devenv.config.paths import check_devenv_home
+
+            check_devenv_home()  # a command runs (--help ended in parsing): the setting every command reads
             return super().invoke(ctx)
         except DevenvError as exc:
             given = ctx.meta.get(_ARGS, [])
             report_error(redact(exc.message, given), redact(exc.hint, given) if exc.hint else exc.hint)
             ctx.exit(exc.exit_code)
-        except KeyboardInterrupt:
-            click.echo("\nInterrupted.", err=True)
-            ctx.exit(130)
+        except KeyboardInterrupt as exc:  # Ctrl-C, and SIGTERM / SIGHUP (cli/signals.py)
+            from devenv.cli.signals import Stopped, exit_code
+
+            click.echo(f"\nInterrupted{f' ({exc.args[0]})' if isinstance(exc, Stopped) else ''}.", err=True)
+            ctx.exit(exit_code(exc))
         except click.ClickException as exc:  # a bad option value: click's message quotes it
             exc.message = redact(exc.message, ctx.meta.get(_ARGS, []))
             raise
@@ -164,6 +193,7 @@ def main(verbose: bool) -> None:
     """A ready PyTorch GPU environment on any GPU machine you can SSH into, and proof that it delivers."""
     if os.environ.get("NO_COLOR"):  # https://no-color.org: any non-empty value turns colour off
         click.get_current_context().color = False
+    click.get_current_context().meta["devenv.verbose"] = bool(verbose or os.environ.get("DEVENV_DEBUG"))
     if verbose or os.environ.get("DEVENV_DEBUG"):
         from devenv.cli.debug_log import setup_logging
 

@@ -32,6 +32,8 @@ def check(hosts: tuple[str, ...], env: str | None, accept_new_host: bool, as_jso
         with open_env(names[0], env, accept_new_host=accept_new_host) as session:
             if not as_json:
                 click.echo(f"Checking {names[0]} for environment '{session.env.name}'...", err=True)
+                if session.env_note:
+                    click.echo(f"  ({session.env_note})", err=True)
             report = session.check()
         if as_json:
             emit_json(report.to_dict())
@@ -43,5 +45,6 @@ def check(hosts: tuple[str, ...], env: str | None, accept_new_host: bool, as_jso
     if not as_json:
         click.echo(f"Checking {', '.join(names)}...", err=True)
     results = per_host(names, lambda n: _check_one(n, env, accept_new_host))
-    codes = [err.exit_code if err else (0 if report.ok else EXIT_FAILED) for _, report, err in results]
+    codes = [err.exit_code if err else (0 if report is not None and report.ok else EXIT_FAILED)
+             for _, report, err in results]
     finish_per_host(results, codes, as_json, lambda report: report.to_dict(), print_checks)

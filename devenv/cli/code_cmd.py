@@ -30,11 +30,12 @@ def code(host: str, env: str | None, accept_new_host: bool, subdir: str | None, 
     from devenv.cli.sshconfig_cmd import devenv_ssh_config, user_ssh_config
     from devenv.config import ssh_include
     from devenv.remote.rsync import check_subdir
-    from devenv.services.environments.registry import traits_of
+    from devenv.services.environments.contract import Shell
+    from devenv.services.environments.registry import backend_class
 
     folder_in = check_subdir(subdir, "--path") if subdir else None
     host_profile, _, target = env_target(host, env, accept_new_host)
-    if traits_of(host_profile).shell_on_host or not target.destination:
+    if backend_class(host_profile).shell is Shell.HOST or not target.destination:
         raise DevenvError(f"{host} runs environments on the host itself: open it as any ssh host",
                           f"code --remote ssh-remote+{host} ~/{target.workspace}")
     folder = f"{target.workspace.rstrip('/')}/{folder_in}" if folder_in else target.workspace

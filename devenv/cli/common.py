@@ -2,15 +2,15 @@
 connecting, running over several hosts, and the one exit-code contract.
 
 Exit codes (every command): 0 ok, 1 a check or verdict failed, 2 bad input, 3 cannot connect, 4 no GPU proven,
-5 GPU shared (sanity's BUSY: speed not judged), 70 internal error (a bug). Over several hosts (@group), the most
-telling code wins: 70, 2, 3, 4, 5, then 1.
+5 GPU shared (sanity's BUSY: speed not judged), 6 a local port is taken (jupyter -p, tunnel LOCAL:PORT), 70 internal
+error (a bug). Over several hosts (@group), the most telling code wins: 70, 2, 6, 3, 4, 5, then 1.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import click
 
@@ -23,7 +23,8 @@ from devenv.remote.base import Connection
 T = TypeVar("T")
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_CONNECT, EXIT_NO_GPU, EXIT_INTERNAL = 0, 1, 2, 3, 4, 70
 EXIT_BUSY = 5
-_PRIORITY = (EXIT_INTERNAL, EXIT_BAD_INPUT, EXIT_CONNECT, EXIT_NO_GPU, EXIT_BUSY, EXIT_FAILED)
+EXIT_PORT_TAKEN = 6  # errors.PortTaken
+_PRIORITY = (EXIT_INTERNAL, EXIT_BAD_INPUT, EXIT_PORT_TAKEN, EXIT_CONNECT, EXIT_NO_GPU, EXIT_BUSY, EXIT_FAILED)
 
 env_option = click.option(
     "--env", "-e", "env", metavar="ENV",
@@ -35,7 +36,7 @@ accept_new_host_option = click.option(
 )
 
 
-def gpus_option(ctx, param, value):
+def gpus_option(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
     """--gpus: all | none | N (N free GPUs) | 0,1 / device=1 (devenv.gpu.choose), as the canonical string."""
     if value is None:
         return None
@@ -76,7 +77,7 @@ def worst_exit_code(codes: list[int]) -> int:
 
 
 def finish_per_host(results: list[tuple[str, T | None, DevenvError | None]], codes: list[int], as_json: bool,
-                    to_dict: Callable[[T], dict], print_one: Callable[[T], None]) -> None:
+                    to_dict: Callable[[T], dict[str, Any]], print_one: Callable[[T], None]) -> None:
     """The end of a command run on several hosts (check, sanity): a JSON object keyed by host, or a block per
     host (its result, or its error and hint), then the most telling exit code."""
     if as_json:
@@ -96,14 +97,14 @@ def finish_per_host(results: list[tuple[str, T | None, DevenvError | None]], cod
         raise SystemExit(code)
 
 
-def _error_dict(err: DevenvError | None) -> dict:
+def _error_dict(err: DevenvError | None) -> dict[str, Any]:
     assert err is not None          # per_host gives a result or an error for every host
     return {"error": err.message, "hint": err.hint, "exit_code": err.exit_code}
 
 
 def per_host(names: list[str], work: Callable[[str], T]) -> list[tuple[str, T | None, DevenvError | None]]:
     """work(name) for every host in parallel; a failing host gives its error, and never stops the others."""
-    def one(name: str):
+    def one(name: str) -> tuple[str, T | None, DevenvError | None]:
         try:
             return name, work(name), None
         except DevenvError as e:

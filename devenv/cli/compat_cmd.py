@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TypeVar
 
 import click
 
@@ -11,6 +12,10 @@ from devenv.cli.render import emit_json, print_results
 from devenv.compat import (
     CompatInputError,
     CompatReport,
+    ComputeCapability,
+    CudaVersion,
+    DriverVersion,
+    TorchBuild,
     judge,
     parse_cc,
     parse_cuda,
@@ -18,16 +23,17 @@ from devenv.compat import (
     parse_torch,
 )
 
+_V = TypeVar("_V")
 EXIT_RUNS, EXIT_DOES_NOT_RUN, EXIT_UNKNOWN = 0, 1, 3  # 2 is click's code for bad input
 EXIT_CODES = {"pass": EXIT_RUNS, "warn": EXIT_RUNS, "fail": EXIT_DOES_NOT_RUN, "unknown": EXIT_UNKNOWN}
 _VERDICT = {"pass": ("runs", "green"), "warn": ("runs, with limits", "yellow"),
             "fail": ("does NOT run", "red"), "unknown": ("cannot tell", "magenta")}
 
 
-def _parsed(parse: Callable):
+def _parsed(parse: Callable[[str], _V]) -> Callable[[click.Context, click.Parameter, str | None], _V | None]:
     """A click callback: parse the option now, so a typo is one clear usage error with a hint."""
 
-    def callback(ctx: click.Context, param: click.Parameter, value: str | None):
+    def callback(ctx: click.Context, param: click.Parameter, value: str | None) -> _V | None:
         if value is None:
             return None
         try:
@@ -55,7 +61,8 @@ def _parsed(parse: Callable):
                    "replaces devenv's table for the --torch build.")
 @click.option("--json", "as_json", is_flag=True, help="Print the verdict, findings and remedies as JSON.")
 @click.pass_context
-def compat(ctx: click.Context, driver, cuda, gpu_cc, gpu_name, torch_build, arch_list, as_json: bool) -> None:
+def compat(ctx: click.Context, driver: DriverVersion | None, cuda: CudaVersion | None, gpu_cc: ComputeCapability | None,
+           gpu_name: str | None, torch_build: TorchBuild | None, arch_list: str | None, as_json: bool) -> None:
     """Tell whether a driver, CUDA version, GPU and PyTorch build work together.
 
     Judged offline from devenv's cited tables (NVIDIA release notes, PyTorch build scripts);

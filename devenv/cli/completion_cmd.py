@@ -16,7 +16,8 @@ SHELLS = ("bash", "zsh", "fish")
 
 
 def host_names() -> list[str]:
-    """Host profile names and @groups (bundled examples included: they are valid names too)."""
+    """Host profile names, @groups (bundled examples included: they are valid names too) and the Host names of
+    your ssh config."""
     from devenv.config import profiles
 
     names, groups = list(profiles.names("hosts")), set[str]()
@@ -25,13 +26,17 @@ def host_names() -> list[str]:
             groups.update(profiles.load_host(name).groups)
         except Exception:  # a broken profile must not break the user's shell
             continue
-    return names + [f"@{g}" for g in sorted(groups)]
+    from devenv.config.ssh_hosts import ssh_aliases
+
+    aliases = [a for a in ssh_aliases() if a not in names]  # any ssh alias is a host too
+    return names + [f"@{g}" for g in sorted(groups)] + aliases
 
 
 def env_names() -> list[str]:
-    from devenv.config import profiles
+    from devenv.config import profiles, project_envs
 
-    return list(profiles.names("envs"))
+    names = list(profiles.names("envs"))
+    return names + [n for n in project_envs.names() if n not in names]  # projects' own environments too
 
 
 def complete_hosts(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[CompletionItem]:

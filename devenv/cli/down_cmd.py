@@ -9,7 +9,7 @@ import click
 from devenv.cli import main
 from devenv.cli.common import accept_new_host_option, env_option
 from devenv.cli.render import emit_json
-from devenv.errors import DevenvError
+from devenv.errors import NotConfirmed
 from devenv.services.session import open_env
 
 
@@ -28,22 +28,22 @@ def down(host: str, env: str | None, accept_new_host: bool, purge: bool, assume_
             volumes = backend.volumes(env_profile.name)
             if volumes:
                 if not sys.stdin.isatty():
-                    raise DevenvError(f"--purge would delete {', '.join(volumes)} on {host} and cannot ask here",
-                                      "add --yes to delete the workspace without asking")
+                    raise NotConfirmed(f"--purge would delete {', '.join(volumes)} on {host} and cannot ask here",
+                                       "add --yes to delete the workspace without asking")
                 click.confirm(f"Delete {', '.join(volumes)} on {host}, with every file in it?", abort=True,
                               err=True)
-        removed = backend.down(env_profile.name, purge=purge)
+        removed = session.down(purge=purge)
     if as_json:
-        emit_json({"host": host, "env": env_profile.name, **removed})
+        emit_json({"schema_version": 1, "host": host, "env": env_profile.name, **removed.to_json()})
         return
-    if not removed["containers"] and not removed["volumes"]:
+    if not removed.items and not removed.volumes:
         click.echo(f"No environment '{env_profile.name}' on {host}: nothing to remove.")
         return
-    for name in removed["containers"]:
-        click.echo(f"{backend.traits.down_verb} {name} on {host}.")
-    for name in removed["volumes"]:
+    for name in removed.items:
+        click.echo(f"{removed.verb} {name} on {host}.")
+    for name in removed.volumes:
         click.echo(f"Deleted volume {name} on {host}.")
-    for name in removed.get("networks", []):
+    for name in removed.networks:
         click.echo(f"Removed network {name} on {host}.")
     if not purge:
         click.echo(f"The workspace is kept; `devenv up {host}` brings the environment back with it.")

@@ -13,6 +13,7 @@ from devenv.config.profiles import EnvProfile, HostProfile
 from devenv.errors import DevenvError
 from devenv.remote import openssh
 from devenv.remote.rsync import Target
+from devenv.services.environments.contract import Shell
 from devenv.services.session import open_env
 
 
@@ -43,23 +44,25 @@ def env_target(host: str, env: str | None, accept_new_host: bool) -> tuple[HostP
     with open_env(host, env, accept_new_host=accept_new_host) as session:
         env_profile, host_profile = session.env, session.host
         alive = keepalive_options(session.conn)
-        if session.traits.shell_on_host:  # the environment is the host: its workspace folder there
+        shell = session.kind.shell
+        if shell is Shell.HOST:  # the environment is the host: its workspace folder there
             if session.backend.find(env_profile.name) is None:
                 raise DevenvError(f"no environment '{env_profile.name}' on {host}", f"start it: devenv up {host}")
-            workspace = session.backend.volumes(env_profile.name)[0]
+            workspace = session.backend.workspace(env_profile)
             if host_profile.local:
                 return host_profile, env_profile, Target((), None, os.path.expanduser(workspace))
             options = openssh.host_options(host_profile)
             # ssh lands in the user's home: the workspace relative to it, so no remote `~` is needed
             return host_profile, env_profile, Target((ssh_binary(), *alive, *options[:-1]), options[-1],
                                                      workspace.removeprefix("~/"))
-        if not session.traits.containers:
-            raise DevenvError(f"sync and code reach container and bare-host environments; {host} runs "
-                              f"'{host_profile.runtime}'", "use `devenv exec` there")
+        if shell is Shell.NONE:
+            raise DevenvError(f"sync and code reach environments with a shell; {host} runs "
+                              f"'{host_profile.runtime}' ({session.traits.environment}), which has none",
+                              "use `devenv exec` there")
         alias, _ = session.ssh_alias()
+        workspace = session.backend.workspace(env_profile)
     if alias is None:
         raise DevenvError(f"the environment '{env_profile.name}' on {host} has no sshd of its own",
                           "set `sshd: true` in its profile and run `devenv up` again")
     config, _ = ssh_files()
-    workspace = env_profile.volumes.get("workspace", "/workspace")
     return host_profile, env_profile, Target((ssh_binary(), *alive, "-F", str(config)), alias, workspace)

@@ -3,15 +3,22 @@ the presentation of access and tunnels. The work itself is the session's (servic
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from types import FrameType
+from typing import Any, NoReturn, TypeVar
+
 import click
 
 from devenv.config.profiles import EnvProfile
 from devenv.env.info import EnvStatus
 from devenv.services import jupyter
+from devenv.services.environments.contract import Shell
 from devenv.services.session import EnvSession, Tunnel
 
+_F = TypeVar("_F", bound=Callable[..., Any])
 
-def build_input_options(fn):
+
+def build_input_options(fn: _F) -> _F:
     """--ca-bundle / --wheelhouse / --offline for commands that may build an image."""
     fn = click.option("--offline", is_flag=True,
                       help="pip uses only the wheelhouse (hosts without internet).")(fn)
@@ -37,10 +44,11 @@ def print_access(session: EnvSession, env: EnvProfile, status: EnvStatus, token:
         else:
             click.echo(f"  {label('Jupyter', bold=True)}  devenv jupyter {host.name}{env_flag}   "
                        f"(opens a tunnel and prints the URL with its token)")
-    if session.traits.shell_on_host:
+    shell = session.kind.shell
+    if shell is Shell.HOST:
         click.echo(f"  {label('Shell', bold=True)}    devenv ssh {host.name}   "
                    f"(the host itself: runtime {host.runtime})")
-    elif env.sshd and session.traits.containers:
+    elif env.sshd and shell is Shell.OWN_SSHD:
         click.echo(f"  {label('Shell', bold=True)}    devenv ssh {host.name}{env_flag}")
     click.echo(f"  {label('Logs', bold=True)}     devenv logs {host.name}{env_flag} -f")
     click.echo(f"  {label('Stop', bold=True)}     devenv down {host.name}{env_flag}   "
@@ -56,7 +64,7 @@ def hold(tunnel: Tunnel, host_name: str) -> None:
 
     from devenv.errors import ConnectError
 
-    def interrupted(signum, frame):
+    def interrupted(signum: int, frame: FrameType | None) -> NoReturn:
         raise KeyboardInterrupt
 
     # SIGTERM/SIGHUP (a closed terminal, a supervisor) close the tunnel as Ctrl-C does.

@@ -8,6 +8,7 @@ runs in the workspace, as `docker exec` would.
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import signal
 import stat
@@ -41,13 +42,15 @@ def exec_over_ssh(host: str, env: str | None, accept_new_host: bool, argv: list[
     """
     from devenv.cli.common import load_host
     from devenv.cli.env_entry import env_target
-    from devenv.services.environments.registry import traits_of
+    from devenv.services.environments.contract import Shell
+    from devenv.services.environments.registry import backend_class
     from devenv.services.session import resolve_env
 
     if not tty and not resolve_env(load_host(host), env).sshd:
         return
     host_profile, _, target = env_target(host, env, accept_new_host)
-    if target.destination is None or (not traits_of(host_profile).containers and not tty):
+    # piped stdin without a terminal on the bare host: devenv's own exec there (it sets the environment's GPUs)
+    if target.destination is None or (backend_class(host_profile).shell is Shell.HOST and not tty):
         return
     run_remote(host, ssh_command(target.ssh_argv, target.destination, remote_command(target.workspace, argv), tty),
                argv)
@@ -61,6 +64,8 @@ def ssh_command(ssh_argv: tuple[str, ...], destination: str, command: str, tty: 
     return [*options, "--", destination, command]
 
 
+# what ssh says (LogLevel INFO) when a session with a pty ends normally: not a lost connection, not shown
+_CLOSED = re.compile(r"^Connection to \S+ closed\.\r?\n?", re.M)
 # what ssh says when a connection that was up ends under it (a keepalive timeout, the proxy or peer gone)
 _LOST = ("not responding", "closed", "Broken pipe", "reset by peer", "Connection timed out during")
 
@@ -79,6 +84,7 @@ def run_remote(host: str, ssh: list[str], argv: list[str]) -> NoReturn:
                 said = f.read(64 * 1024)
         except OSError:
             said = ""
+    said = _CLOSED.sub("", said)  # ssh's note after a session with a pty ended as asked: no news for the user
     if said:
         sys.stderr.write(said if said.endswith("\n") else said + "\n")
     if code != 255 or not said.strip():

@@ -5,6 +5,8 @@ from __future__ import annotations
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+from types import FrameType
+from typing import TYPE_CHECKING, NoReturn
 
 import click
 
@@ -19,9 +21,14 @@ from devenv.cli.common import (
 )
 from devenv.cli.params import Seconds
 from devenv.cli.render import emit_json
+from devenv.config.profiles import HostProfile
 from devenv.errors import ConnectError, DevenvError
 from devenv.gpu.format import once_table
 from devenv.services.monitor import ERROR, HostSnapshot
+
+if TYPE_CHECKING:
+    from devenv.services.monitor_sources import Source
+    from devenv.tui.monitor_app import Sampler
 
 REACHED = ("ok", "no-gpu", "no-job")
 
@@ -72,7 +79,7 @@ def monitor(hosts: tuple[str, ...], once: bool, as_json: bool, interval: float, 
         codes: dict[str, int] = {}
         snapshots = look_once(host_profiles, accept_new_host, codes)
         if as_json:
-            from devenv.cli.monitor_sources import jobs_json
+            from devenv.services.monitor_sources import jobs_json
 
             emit_json({"hosts": [s.to_dict() for s in snapshots], "jobs": jobs_json(snapshots)})
         else:
@@ -91,7 +98,7 @@ def monitor(hosts: tuple[str, ...], once: bool, as_json: bool, interval: float, 
 
 def default_hosts() -> list[str]:
     """Every host with a running environment, asking the hosts themselves (as `devenv status` does)."""
-    from devenv.cli.monitor_services import hosts_with_running_env
+    from devenv.services.monitor_wiring import hosts_with_running_env
 
     names, unasked = hosts_with_running_env()
     for line in unasked:
@@ -102,12 +109,13 @@ def default_hosts() -> list[str]:
     return names
 
 
-def look_once(host_profiles, accept_new_host: bool, codes: dict[str, int] | None = None) -> list[HostSnapshot]:
+def look_once(host_profiles: list[HostProfile], accept_new_host: bool,
+              codes: dict[str, int] | None = None) -> list[HostSnapshot]:
     """Sample every source once (a host, or each node of a cluster's jobs), in parallel; an unreachable host
     becomes an error row, not an exception (its exit code goes into `codes`)."""
-    from devenv.cli.monitor_sources import sample_source_once, sources
+    from devenv.services.monitor_sources import sample_source_once, sources
 
-    def one(source) -> HostSnapshot:
+    def one(source: Source) -> HostSnapshot:
         try:
             snapshot = sample_source_once(source, accept_new_host)
             if snapshot.state == ERROR and codes is not None:
@@ -123,7 +131,7 @@ def look_once(host_profiles, accept_new_host: bool, codes: dict[str, int] | None
         return list(pool.map(one, found))
 
 
-def run_headless(host_profiles, interval: float, accept_new_host: bool, bind: tuple[str, int] | None,
+def run_headless(host_profiles: list[HostProfile], interval: float, accept_new_host: bool, bind: tuple[str, int] | None,
                  ndjson: bool) -> None:
     """NDJSON on stdout and/or a Prometheus endpoint, from long-lived samplers, until Ctrl-C / SIGTERM / a
     closed pipe (each ends with exit 0). Both read one SamplerSet, which a SamplerFollower keeps in step with
@@ -133,11 +141,11 @@ def run_headless(host_profiles, interval: float, accept_new_host: bool, bind: tu
 
     from devenv.services.monitor_stream import SamplerSet, serve_prometheus, watch_records
 
-    def interrupted(signum, frame):
+    def interrupted(signum: int, frame: FrameType | None) -> NoReturn:
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, interrupted)
-    from devenv.cli.monitor_sources import SamplerFollower, SourceFollower, sampler_for, sources
+    from devenv.services.monitor_sources import SamplerFollower, SourceFollower, sampler_for, sources
 
     found = sources(host_profiles, accept_new_host)
     live = SamplerSet(sampler_for(s, interval, accept_new_host).start() for s in found)
@@ -169,15 +177,16 @@ def run_headless(host_profiles, interval: float, accept_new_host: bool, bind: tu
             sampler.stop(timeout=0)
 
 
-def run_tui(host_profiles, interval: float, accept_new_host: bool, env: str | None = None,
+def run_tui(host_profiles: list[HostProfile], interval: float, accept_new_host: bool, env: str | None = None,
             readonly: bool = False) -> None:
-    from devenv.cli.monitor_services import services_for
-    from devenv.cli.monitor_sources import SourceFollower, sampler_for, sources
-    from devenv.tui.monitor_app import HostChanges, create_monitor_app
+    from devenv.services.monitor_keys import HostChanges
+    from devenv.services.monitor_sources import SourceFollower, sampler_for, sources
+    from devenv.services.monitor_wiring import services_for
+    from devenv.tui.monitor_app import create_monitor_app
 
     found = {s.name: s for s in sources(host_profiles, accept_new_host)}
 
-    def sampler_factory(name: str):
+    def sampler_factory(name: str) -> Sampler:
         return sampler_for(found[name], interval, accept_new_host)
 
     profiles = {name: s.profile for name, s in found.items()}

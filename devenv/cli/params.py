@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from devenv.config import validate
 
+if TYPE_CHECKING:  # generic in the click mypy reads; a plain class at run time in click 8.1 (pyproject allows it)
+    _FloatParam = click.ParamType[float]
+else:
+    _FloatParam = click.ParamType
 
-class Seconds(click.ParamType):
+
+class Seconds(_FloatParam):
     """A finite number of seconds in [lo, hi]: click.FloatRange accepts nan (every comparison is False)."""
 
     name = "seconds"
@@ -15,7 +22,7 @@ class Seconds(click.ParamType):
     def __init__(self, lo: float, hi: float):
         self.lo, self.hi = lo, hi
 
-    def convert(self, value, param, ctx):
+    def convert(self, value: object, param: click.Parameter | None, ctx: click.Context | None) -> float:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             number: float | None = float(value) if validate.finite_in(float(value), self.lo, self.hi, False) else None
         else:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 import yaml
@@ -37,10 +38,16 @@ def list_profiles(as_json: bool) -> None:
         click.echo(f"{row['kind']:<5} {row['name']:<20} {row['origin']:<8} {row['source']}")
 
 
-class KindChoice(click.Choice):
+if TYPE_CHECKING:  # generic in the click mypy reads; a plain class at run time in click 8.1 (pyproject allows it)
+    _StrChoice = click.Choice[str]
+else:
+    _StrChoice = click.Choice
+
+
+class KindChoice(_StrChoice):
     """host | env, one spelling everywhere; the plural (hosts | envs) is still taken, unlisted."""
 
-    def convert(self, value, param, ctx):
+    def convert(self, value: object, param: click.Parameter | None, ctx: click.Context | None) -> str:
         if isinstance(value, str) and value in ("hosts", "envs"):
             value = value[:-1]
         return super().convert(value, param, ctx)
@@ -73,12 +80,14 @@ def validate(files: tuple[Path, ...], kind: str | None) -> None:
     """Validate FILES, or every bundled and user profile when none is given."""
     kind = kind + "s" if kind else None
     targets = list(files) or [
-        profiles.source_of(k, n) for k in profiles.KINDS for n in profiles.names(k)
+        source for k in profiles.KINDS for n in profiles.names(k) if (source := profiles.source_of(k, n)) is not None
     ]
     failures = errors = 0
     for path in targets:
         try:
-            profiles.validate_file(Path(path), kind)
+            parsed = profiles.validate_file(Path(path), kind)
+            if isinstance(parsed, profiles.EnvProfile) and parsed.build is not None:
+                _check_dockerfile(parsed)
             click.echo(f"ok    {path}")
         except ProfileError as exc:
             failures += 1
@@ -92,13 +101,21 @@ def validate(files: tuple[Path, ...], kind: str | None) -> None:
         raise ProfileError(f"{errors} error(s) in {failures} of {len(targets)} profile(s)", "fix the errors above")
 
 
+def _check_dockerfile(env: profiles.EnvProfile) -> None:
+    """What `up` refuses when it builds: a build.dockerfile that is missing or outside the folders a build may
+    send (images/, or $DEVENV_BUILD_CONTEXT); a ProfileError, as for the file's own errors."""
+    from devenv.env.image_context import BuildInputs, dockerfile_path
+
+    dockerfile_path(env, BuildInputs.from_options(None, None))
+
+
 def _is_user(source: Path | None) -> bool:
     from devenv.config import paths
 
-    return bool(source) and paths.user_profiles_dir() in Path(source).parents
+    return source is not None and paths.user_profiles_dir() in source.parents
 
 
-def _plain(value):
+def _plain(value: object) -> object:
     """Tuples to lists, so YAML output stays plain."""
     if isinstance(value, dict):
         return {k: _plain(v) for k, v in value.items()}

@@ -4,20 +4,36 @@ from __future__ import annotations
 
 import sys
 import time
+from typing import IO, TYPE_CHECKING, Any
 
 import click
 
 from devenv.checks.report import CheckReport
 from devenv.env.info import ProgressEvent
 
+if TYPE_CHECKING:
+    from devenv.services.jupyter import Probe
+
+
+VERBOSE = "devenv.verbose"  # in the click context's meta: `devenv -v` was given (or DEVENV_DEBUG is set)
+
+
+def _context_meta() -> dict[str, Any]:
+    context = click.get_current_context(silent=True)
+    return context.meta if context is not None else {}
+
 
 class ProgressPrinter:
     """The CLI's contract.Events: steps and build lines as they come; pull progress and waits as one
     rewritten line on a terminal; the preflight's failures; the question before recreating."""
 
-    def __init__(self, verbose: bool = True):
-        self.verbose = verbose
+    def __init__(self, verbose: bool | None = None):
+        # None: what `devenv -v` (or DEVENV_DEBUG) says; without it a build shows its steps, not every line
+        # (pip's "Requirement already satisfied" x90): the lines go to a log file, named once, and a failed
+        # build's error quotes its last lines
+        self.verbose = verbose if verbose is not None else bool(_context_meta().get(VERBOSE))
         self.tty = sys.stderr.isatty()
+        self._log: IO[str] | None = None
         self._layers: dict[str, tuple[int, int]] = {}
         self._last = 0.0
         self._open = False      # a \r-rewritten line is on screen
@@ -36,11 +52,13 @@ class ProgressPrinter:
                 total = sum(t for _, t in self._layers.values())
                 self._rewrite(f"    {done / 1e6:8.1f} / {total / 1e6:.1f} MB in {len(self._layers)} layers")
             return
-        if self.verbose and event.text:
+        if event.text and (self.verbose or event.text.startswith("Step ")):
             self._end_line()
             click.echo(f"    {event.text}", err=True)
+        elif event.text:
+            self._keep(event.text)
 
-    def waiting(self, waited: float, probe) -> None:
+    def waiting(self, waited: float, probe: Probe) -> None:
         down = ", ".join(line.split(" ")[0] for line in probe.text.splitlines() if " down" in line)
         self._rewrite(f"    waiting {waited:5.1f} s ({down or 'starting'} not answering yet)")
 
@@ -61,9 +79,25 @@ class ProgressPrinter:
             return False  # never recreate silently; the error says to pass --yes
         return click.confirm("Recreate?", default=False, err=True)
 
+    def _keep(self, line: str) -> None:
+        """A build line not shown: into the build log (0600, new for each command), named on the first one."""
+        if self._log is None:
+            from devenv.config import paths
+
+            path = paths.state_dir() / "logs" / "build.log"
+            paths.write_private(path, "")
+            self._log = open(path, "a")  # noqa: SIM115  (closed by done())
+            self._end_line()
+            click.echo(f"    (each step's output: {path}; `devenv -v ...` shows it here)", err=True)
+        self._log.write(line.rstrip("\n") + "\n")
+        self._log.flush()
+
     def done(self) -> None:
         """The end of the work: a rewritten line on screen is ended."""
         self._end_line()
+        if self._log is not None:
+            self._log.close()
+            self._log = None
 
     def _rewrite(self, line: str) -> None:
         if self.tty:

@@ -13,14 +13,15 @@ from devenv.errors import ProfileError
 def cluster_sanity(names: list[str], nodes: int | None, python: str | None, as_json: bool,
                    accept_new_host: bool) -> None:
     from devenv.schedulers.slurm import Slurm
-    from devenv.services.environments.registry import on_cluster
+    from devenv.services.environments.registry import known_backend
     from devenv.services.environments.slurm.sanity import run_multinode
 
     if len(names) != 1:
         raise ProfileError("--nodes runs on one cluster at a time", "name one Slurm host: devenv sanity CLUSTER "
                           "--nodes N")
     host = load_host(names[0])
-    if not on_cluster(host):
+    kind = known_backend(host)
+    if kind is None or not kind.sanity_across_nodes:
         raise ProfileError(f"--nodes needs a Slurm cluster; {host.name} has runtime: {host.runtime}",
                            "add `runtime: slurm` (and `slurm:` settings) to a host profile for the login node")
     conn = connect(host, accept_new_host)

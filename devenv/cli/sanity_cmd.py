@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any, TypedDict
+
 import click
 
+from devenv.checks.report import FAIL, NO_GPU, Status
 from devenv.cli import main
 from devenv.cli.common import (
     accept_new_host_option,
@@ -16,12 +19,23 @@ from devenv.cli.common import (
 )
 from devenv.cli.render import STATUS_STYLE, emit_json, print_result
 from devenv.config import validate
-from devenv.sanity.verdict import BUSY, FAIL, NO_GPU, NOT_JUDGED, Status, fmt
-from devenv.services.environments.registry import on_cluster
+from devenv.sanity.verdict import BUSY, NOT_JUDGED, fmt
+from devenv.services.environments.registry import known_backend
 from devenv.services.session import open_env
+
+if TYPE_CHECKING:
+    from devenv.services.sanity import EventHandler, SanityReport
 
 EXIT_FAIL, EXIT_NO_GPU, EXIT_BUSY = 1, 4, 5
 EXIT_OF = {FAIL: EXIT_FAIL, NO_GPU: EXIT_NO_GPU, BUSY: EXIT_BUSY}
+
+
+class _Sharing(TypedDict):
+    """How the run shares the host's GPUs (--gpus, --allow-busy, --wait-idle), as run_sanity takes it."""
+
+    gpus: str | None
+    allow_busy: bool
+    wait_idle: float | None
 
 
 @main.command()
@@ -63,17 +77,21 @@ def sanity(hosts: tuple[str, ...], suite: str, env: str | None, python: str | No
     """
     from devenv.services.sanity import STAGES
 
+    if only.strip() and not any(s.strip() for s in only.split(",")):
+        raise click.BadParameter(f"names no stage; choose from {','.join(STAGES)} (or leave --only out for all)",
+                                 param_hint="--only")
     unknown = [s.strip() for s in only.split(",") if s.strip() and s.strip() not in STAGES]
     if unknown:
         raise click.BadParameter(f"unknown stage(s) {', '.join(validate.preview(s) for s in unknown[:3])}; "
                                  f"choose from {','.join(STAGES)}", param_hint="--only")
     names = host_names(hosts)
-    if nodes is not None or (len(names) == 1 and on_cluster(load_host(names[0]))):
+    kind = known_backend(load_host(names[0])) if nodes is None and len(names) == 1 else None
+    if nodes is not None or (kind is not None and kind.sanity_across_nodes):
         from devenv.cli.sanity_cluster import cluster_sanity
 
         cluster_sanity(names, nodes, python, as_json, accept_new_host)
         return
-    sharing = {"gpus": gpus, "allow_busy": allow_busy, "wait_idle": wait_idle}
+    sharing: _Sharing = {"gpus": gpus, "allow_busy": allow_busy, "wait_idle": wait_idle}
     if len(names) > 1 or hosts[0].startswith("@"):
         _sanity_group(names, suite, env, python, on_host, only, inject, no_save, as_json, accept_new_host, sharing)
         return
@@ -104,7 +122,7 @@ def sanity(hosts: tuple[str, ...], suite: str, env: str | None, python: str | No
     else:
         _print_summary(result)
         if compare_last:
-            _print_comparison(history, previous, host, suite, result.report)
+            _print_comparison(previous, host, suite, result.report)
         if saved:
             click.echo(f"Report saved to {saved}", err=True)
     if result.verdict.status in EXIT_OF:
@@ -115,15 +133,15 @@ def _say(text: str) -> None:
     click.echo(click.style(text, dim=True), err=True)
 
 
-def _sanity_group(names, suite, env, python, on_host, only, inject, no_save, as_json, accept_new_host,
-                  sharing) -> None:
+def _sanity_group(names: list[str], suite: str, env: str | None, python: str | None, on_host: bool, only: str,
+                  inject: str | None, no_save: bool, as_json: bool, accept_new_host: bool, sharing: _Sharing) -> None:
     """Every host of a group in parallel (no live lines), then a summary per host and the worst exit code."""
     from devenv.services import sanity_history as history
     from devenv.services.sanity import run_sanity
 
     stages = tuple(s.strip() for s in only.split(",") if s.strip())
 
-    def one(name: str):
+    def one(name: str) -> SanityReport:
         with open_env(name, env, accept_new_host=accept_new_host) as session:
             target = session.command_target(on_host)
             result = run_sanity(target.conn, python=python or target.python, suite=suite, on_event=None,
@@ -136,12 +154,12 @@ def _sanity_group(names, suite, env, python, on_host, only, inject, no_save, as_
     if not as_json:
         click.echo(f"Running the {suite} sanity suite on {', '.join(names)}...", err=True)
     results = per_host(names, one)
-    codes = [err.exit_code if err else EXIT_OF.get(r.verdict.status, 0) for _, r, err in results]
+    codes = [err.exit_code if err else EXIT_OF.get(r.verdict.status, 0) if r else 0 for _, r, err in results]
     finish_per_host(results, codes, as_json, lambda r: r.to_dict(), _print_summary)
 
 
-def _live_printer():
-    def on_event(event: dict) -> None:
+def _live_printer() -> EventHandler:
+    def on_event(event: dict[str, Any]) -> None:
         kind = event.get("event")
         if kind == "progress":
             click.echo(click.style(f"[{event.get('i')}/{event.get('n')}] {event.get('msg')}", dim=True), err=True)
@@ -151,7 +169,7 @@ def _live_printer():
     return on_event
 
 
-def _print_summary(result) -> None:
+def _print_summary(result: SanityReport) -> None:
     v = result.verdict
     amp = [c for c in v.checks if " AMP: " in c.name and c.status != "info"]
     if amp:
@@ -172,7 +190,9 @@ def _print_summary(result) -> None:
     click.echo(f"{click.style(label, fg=color, bold=True)}  {result.host}: {v.summary} ({result.wall_s:.0f} s)")
 
 
-def _print_comparison(history, previous, host, suite, report) -> None:
+def _print_comparison(previous: dict[str, Any] | None, host: str, suite: str, report: dict[str, Any]) -> None:
+    from devenv.services import sanity_history as history
+
     if previous is None:
         click.echo("No earlier report of this host to compare with.", err=True)
         return

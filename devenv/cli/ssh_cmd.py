@@ -20,7 +20,8 @@ from devenv.cli.params import PassThroughCommand
 from devenv.config import paths
 from devenv.errors import DevenvError
 from devenv.remote import openssh
-from devenv.services.environments.registry import known_traits
+from devenv.services.environments.contract import Shell
+from devenv.services.environments.registry import known_backend
 from devenv.services.session import open_env
 from devenv.services.ssh_entry import ssh_files
 
@@ -39,8 +40,8 @@ def ssh(host: str, env: str | None, accept_new_host: bool, show_config: bool, co
     if ssh_binary is None and not show_config:
         raise DevenvError("OpenSSH's `ssh` is not installed on this machine",
                           "install openssh-client (apt install openssh-client), or use `devenv exec HOST -- CMD`")
-    traits = known_traits(host_profile)
-    if (not show_config and not host_profile.local and traits is not None and traits.shell_on_host
+    kind = known_backend(host_profile)
+    if (not show_config and not host_profile.local and kind is not None and kind.shell is Shell.HOST
             and not accept_new_host):  # a new host's key is recorded by devenv's connection first
         # known without connecting: the host's own sshd serves the shell, and OpenSSH does it all
         _run_ssh([ssh_binary or "ssh", *openssh.host_options(host_profile), *_command(command)])

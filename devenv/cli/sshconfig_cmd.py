@@ -17,7 +17,7 @@ import click
 from devenv.cli import main
 from devenv.config import paths
 from devenv.config import ssh_include as inc
-from devenv.errors import BadInputError
+from devenv.errors import NotConfirmed
 
 _MARKER = "ssh-include.json"  # remembers that devenv created the user's file, so uninstall removes it again
 
@@ -50,7 +50,8 @@ def install(assume_yes: bool) -> None:
         return
     if not assume_yes:
         if not sys.stdin.isatty():
-            raise BadInputError(f"adding a line to {target} needs your consent", "run it with --yes")
+            raise NotConfirmed(f"adding a line to {target} needs your consent and cannot ask here",
+                               "run it with --yes")
         click.echo(f"devenv will add this one line at the top of {target}:\n  {line.rstrip()}")
         if not click.confirm("Add it?", default=False):
             click.echo("Nothing changed.")

@@ -9,13 +9,14 @@ from devenv.cli.common import accept_new_host_option, host_names, load_host, per
 from devenv.cli.render import emit_json
 from devenv.config import hostref
 from devenv.env import spec as envspec
+from devenv.env.info import EnvStatus
 from devenv.errors import DevenvError
 from devenv.services.session import open_env
 
 STATE_COLOR = {"running": "green", "created": "yellow", "exited": "red", "restarting": "red", "absent": None}
 
 
-def _host_status(name: str, accept_new_host: bool) -> list:
+def _host_status(name: str, accept_new_host: bool) -> list[EnvStatus]:
     with open_env(name, accept_new_host=accept_new_host) as session:
         return session.with_answers(session.backend.status())
 
@@ -78,7 +79,7 @@ def status(hosts: tuple[str, ...], accept_new_host: bool, as_json: bool) -> None
         raise SystemExit(code)
 
 
-def _silent(s, plain: bool = False) -> str:
+def _silent(s: EnvStatus, plain: bool = False) -> str:
     """"sshd not answering" for a running environment whose probed services did not all answer."""
     if not s.not_answering:
         return ""

@@ -1,14 +1,16 @@
 """`devenv sync HOST [LOCAL_DIR]`: the project into the environment's workspace with rsync, and outputs back.
 
-Sent: LOCAL_DIR's files, except what its .gitignore files ignore, into WORKSPACE/NAME (NAME: the folder's
-name, or --to). Nothing there is deleted unless --delete. --watch sends again whenever a file here changes
-(mtimes polled: no extra dependency). --pull PATH brings WORKSPACE/NAME/PATH back into LOCAL_DIR/PATH.
+Sent: LOCAL_DIR's files as git sees them (tracked, and untracked ones no ignore rule hides; never .git/), into
+WORKSPACE/NAME (NAME: the folder's name, or --to); -v lists what was left here. Nothing there is deleted unless
+--delete. --watch sends again whenever a file that is sent changes (mtimes polled: no extra dependency), and
+reports only what it sent. --pull PATH brings WORKSPACE/NAME/PATH back into LOCAL_DIR/PATH.
 """
 
 from __future__ import annotations
 
 import time
-from pathlib import Path
+from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING
 
 import click
 
@@ -16,6 +18,10 @@ from devenv.cli import main
 from devenv.cli.common import accept_new_host_option, env_option
 from devenv.config import validate
 from devenv.errors import BadInputError
+
+if TYPE_CHECKING:
+    from devenv.remote.gitignore import Selection
+    from devenv.remote.rsync import Target
 
 
 @main.command()
@@ -29,8 +35,9 @@ from devenv.errors import BadInputError
 @click.option("--interval", type=click.FloatRange(0.2, 60), default=1.0, show_default=True,
               help="Seconds between looks for changes with --watch.")
 @click.option("--pull", "pull", metavar="PATH", help="Bring WORKSPACE/NAME/PATH back into LOCAL_DIR/PATH instead.")
+@click.option("--verbose", "-v", is_flag=True, help="Also list what was left here (what git ignores, and .git/).")
 def sync(host: str, local_dir: Path, env: str | None, accept_new_host: bool, subdir: str | None, delete: bool,
-         watch: bool, interval: float, pull: str | None) -> None:
+         watch: bool, interval: float, pull: str | None, verbose: bool) -> None:
     """Copy LOCAL_DIR (default: here) into the environment's workspace on HOST over its ssh entry (rsync)."""
     from devenv.cli.env_entry import env_target
     from devenv.remote import rsync
@@ -50,21 +57,35 @@ def sync(host: str, local_dir: Path, env: str | None, accept_new_host: bool, sub
     if pull:
         path = rsync.check_subdir(pull, "--pull")
         into = local_dir / path
-        into.mkdir(parents=True, exist_ok=True)
-        rsync.run(rsync.pull_argv(target, f"{name}/{path}", into, binary))
+        rsync.pull(target, f"{name}/{path}", into, binary)
         click.echo(f"Pulled {target.remote(f'{name}/{path}')} -> {into}")
         return
-    argv = rsync.push_argv(local_dir, target, name, delete, binary)
     started = time.monotonic()
-    before = rsync.tree_state(local_dir)  # taken before sending: an edit during the first copy is sent next
-    rsync.run(argv)
+    selection = rsync.push(local_dir, target, name, delete, binary)
+    # what was sent, as it was when chosen: an edit during the first copy differs from it and is sent next
+    before = rsync.tree_state(local_dir, selection)
     click.echo(f"Synced {local_dir} -> {target.remote(name)} ({time.monotonic() - started:.1f} s)")
+    if verbose:
+        _say_skipped(selection)
     if watch:
-        _watch(local_dir, argv, interval, target.remote(name), before)
+        _watch(local_dir, target, name, delete, binary, interval, before, verbose)
 
 
-def sync_after_up(host: str, env: str | None, accept_new_host: bool, local_dir: str) -> None:
-    """`up --sync DIR`: the first copy, once the environment answers (told on stderr: stdout may be JSON)."""
+def _say_skipped(selection: Selection) -> None:
+    if not selection.skipped:
+        click.echo(f"Skipped nothing ({selection.by} ignores nothing here).", err=True)
+        return
+    click.echo(f"Skipped ({selection.by}: not sent): {', '.join(map(_shown, selection.skipped))}", err=True)
+
+
+def _shown(name: str) -> str:
+    """A file name as a terminal may show it: control characters escaped."""
+    return name.encode("unicode_escape").decode("ascii") if validate.text_problem(name) else name
+
+
+def sync_after_up(host: str, env: str | None, accept_new_host: bool, local_dir: str) -> str:
+    """`up --sync DIR`: the first copy, once the environment answers (told on stderr: stdout may be JSON);
+    returns the folder it is in there (WORKSPACE/NAME)."""
     from devenv.cli.env_entry import env_target
     from devenv.remote import rsync
 
@@ -74,23 +95,34 @@ def sync_after_up(host: str, env: str | None, accept_new_host: bool, local_dir: 
     binary = rsync.rsync_binary()
     name = rsync.check_subdir(folder.name, "--sync")
     _, _, target = env_target(host, env, accept_new_host)
-    rsync.run(rsync.push_argv(folder, target, name, False, binary))
+    rsync.push(folder, target, name, False, binary)
     click.echo(f"Synced {folder} -> {target.remote(name)}", err=True)
+    return str(PurePosixPath(target.workspace) / name)
 
 
-def _watch(local_dir: Path, argv: list[str], interval: float, where: str, last: dict) -> None:
-    from devenv.remote import rsync
+def _watch(local_dir: Path, target: Target, name: str, delete: bool, binary: str, interval: float,
+           last: dict[str, tuple[int, int]],
+           verbose: bool) -> None:
+    from devenv.remote import gitignore, rsync
 
+    where = target.remote(name)
     click.echo(f"Watching {local_dir} (every {interval:g} s); Ctrl-C stops.", err=True)
     try:
         while True:
             time.sleep(interval)
-            now = rsync.tree_state(local_dir)
-            if now == last:
+            now = rsync.tree_state(local_dir, gitignore.select(local_dir))
+            changed = [k for k in now if now[k] != last.get(k)]
+            removed = [k for k in last if k not in now] if delete else []  # sent as deletions only with --delete
+            if not changed and not removed:
+                last = now
                 continue
-            changed = sum(1 for k in now.keys() | last.keys() if now.get(k) != last.get(k))
-            rsync.run(argv)
+            selection = rsync.push(local_dir, target, name, delete, binary)
             last = now
-            click.echo(f"{time.strftime('%H:%M:%S')} synced {changed} change(s) -> {where}")
+            what = f"{len(changed)} change(s)" + (f", {len(removed)} deletion(s)" if removed else "")
+            named = [_shown(n) for n in sorted(changed + removed)]
+            names = ", ".join(named[:5]) + (f" and {len(named) - 5} more" if len(named) > 5 else "")
+            click.echo(f"{time.strftime('%H:%M:%S')} synced {what} ({names}) -> {where}")
+            if verbose:
+                _say_skipped(selection)
     except KeyboardInterrupt:
         click.echo("Stopped watching.", err=True)

@@ -1,4 +1,6 @@
-"""`devenv tunnel HOST PORT[:LOCAL]...`: forward ports of the environment (e.g. TensorBoard) to this machine."""
+"""`devenv tunnel HOST [LOCAL:]PORT...`: forward ports of the environment (e.g. TensorBoard) to this machine.
+
+LOCAL:PORT reads as `ssh -L` and `docker -p` read it: this machine's port first, the environment's second."""
 
 from __future__ import annotations
 
@@ -11,28 +13,24 @@ from devenv.cli.common import accept_new_host_option, env_option
 from devenv.cli.envcommon import hold
 from devenv.cli.ports import require_free
 from devenv.errors import DevenvError
+from devenv.remote.base import Connection
 from devenv.services.session import open_env
 
-_SPEC = re.compile(r"^(\d{1,5})(?::(\d{1,5}))?$")
+_SPEC = re.compile(r"^(?:(\d{1,5}):)?(\d{1,5})$")
 
 
 @main.command()
 @click.argument("host")
-@click.argument("ports", nargs=-1, required=True, metavar="PORT[:LOCAL]...")
+@click.argument("ports", nargs=-1, required=True, metavar="[LOCAL:]PORT...")
 @env_option
 @accept_new_host_option
 @click.option("--json", "as_json", is_flag=True, help="Print the forwards as one JSON line (docs/json.md).")
 def tunnel(host: str, ports: tuple[str, ...], env: str | None, accept_new_host: bool, as_json: bool) -> None:
-    """Forward environment PORTs to this machine's 127.0.0.1 (same port, or LOCAL) until Ctrl-C.
+    """Forward environment PORTs to this machine's 127.0.0.1 (same port, or LOCAL:PORT as ssh -L) until Ctrl-C.
 
-    A LOCAL port that is taken is an error; without LOCAL, a taken PORT gives a free one (printed).
+    A LOCAL port that is taken is an error (exit 6); without LOCAL, a taken PORT gives a free one (printed).
     """
-    wanted_ports = []
-    for spec in ports:
-        match = _SPEC.match(spec)
-        if not match or not all(0 < int(p) < 65536 for p in match.groups() if p):
-            raise click.BadParameter(f"'{spec}' is not PORT or PORT:LOCAL", param_hint="PORTS")
-        wanted_ports.append((int(match.group(1)), int(match.group(2)) if match.group(2) else None))
+    wanted_ports = [_parse(spec) for spec in ports]
     for _, local in wanted_ports:
         if local:
             require_free(local, "LOCAL")
@@ -57,11 +55,53 @@ def tunnel(host: str, ports: tuple[str, ...], env: str | None, accept_new_host: 
     wanted: list[tuple[str, str, int, int | None]] = [
         (f"port {rport}", status.address, rport, local or rport) for rport, local in wanted_ports]
     tun = session.forward(wanted)
+    for rport, local in wanted_ports:  # said before the forwards are printed: a script reads one line, then acts
+        _say_if_silent(session.conn, status.address, env_profile.name, rport, local)
     if as_json:
         _json(host, env_profile.name, [("127.0.0.1", f.local_port, f.remote_port) for f in tun.forwards], tun.kind)
     for f in tun.forwards if not as_json else []:
         click.echo(f"127.0.0.1:{f.local_port} -> {env_profile.name}:{f.remote_port}")
     hold(tun, host)
+
+
+def _parse(spec: str) -> tuple[int, int | None]:
+    """(environment port, local port or None) from PORT or LOCAL:PORT; anything else is bad input."""
+    match = _SPEC.match(spec)
+    if not match or not all(0 < int(p) < 65536 for p in match.groups() if p):
+        hint = ("devenv forwards the environment's own ports: LOCAL:PORT, as `ssh -L LOCAL:localhost:PORT`"
+                if spec.count(":") >= 2 else "e.g. 6006 (the same port here) or 16006:6006 (local 16006 -> 6006)")
+        raise click.BadParameter(f"'{spec}' is not PORT or LOCAL:PORT ({hint})", param_hint="PORTS")
+    local, remote = match.groups()
+    return int(remote), int(local) if local else None
+
+
+def _say_if_silent(conn: Connection, address: str, env: str, port: int, local: int | None) -> None:
+    """A warning when nothing listens on the environment's port yet (the tunnel still waits for it), naming
+    the swapped order when the LOCAL number is what answers there (the old PORT:LOCAL reading, or a slip)."""
+    if _answers(conn, address, port) is not False:
+        return
+    swapped = local is not None and _answers(conn, address, local)
+    if swapped:
+        click.echo(f"Warning: nothing listens on port {port} in {env}, but port {local} does: "
+                   f"{local}:{port} forwards local {local} to the environment's {port} (LOCAL:PORT, as ssh -L); "
+                   f"for the environment's {local} run `devenv tunnel ... {port}:{local}`", err=True)
+    else:
+        click.echo(f"Warning: nothing listens on port {port} in {env} yet: the tunnel is open and connects "
+                   "once a server listens there", err=True)
+
+
+def _answers(conn: Connection, address: str, port: int) -> bool | None:
+    """True/False: whether something accepts on address:port as the host sees it; None: cannot tell."""
+    opener = getattr(conn, "open_port", None)
+    if opener is None:
+        return None
+    try:
+        opener(address, port, 5.0).close()
+        return True
+    except ConnectionRefusedError:
+        return False
+    except (OSError, DevenvError):
+        return None
 
 
 def _json(host: str, env: str, forwards: list[tuple[str, int, int]], kind: str | None) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from devenv.cli import main
@@ -11,7 +13,7 @@ from devenv.cli.params import Seconds
 from devenv.cli.progress import ProgressPrinter
 from devenv.cli.render import emit_json
 from devenv.env.image_context import BuildInputs
-from devenv.services.environments.contract import UpOptions
+from devenv.services.environments.contract import JupyterAccess, UpOptions
 from devenv.services.session import open_env
 
 
@@ -49,23 +51,26 @@ def up(host: str, env: str | None, accept_new_host: bool, detach: bool, assume_y
     with open_env(host, env, accept_new_host=accept_new_host, events=events) as session:
         session.connect_ahead()  # every way through `up` connects: the connection overlaps what follows
         session.use_gpus(gpus)
-        from devenv.cli import devcontainer_up
+        from devenv.cli import devcontainer_up, project_env
 
-        found = devcontainer_up.find(devcontainer)
+        found = devcontainer_up.find(devcontainer or project_env.remembered_source(env))
         dc = found[0] if found else None
         if found is not None:
+            project_env.own_env(session, env, *found)  # the project's own environment, not the host's default
             devcontainer_up.apply(session, *found)
         if not (detach or as_json):
             session.prestart_tunnels()
         result = session.up(options)
+        synced = None
+        if sync_dir:  # the project first: the devcontainer's lifecycle commands find it in the workspace
+            from devenv.cli.sync_cmd import sync_after_up
+
+            events.done()
+            synced = sync_after_up(host, session.env.name, accept_new_host, sync_dir)
         if dc is not None:
-            devcontainer_up.after_up(session, result, dc)
+            devcontainer_up.after_up(session, result, dc, synced)
     events.done()
     env_profile = session.env
-    if sync_dir:
-        from devenv.cli.sync_cmd import sync_after_up
-
-        sync_after_up(host, env, accept_new_host, sync_dir)
     if as_json:
         emit_json({"schema_version": 1, "host": host, "env": env_profile.name, "action": result.action,
                    "image": result.image_action, "elapsed_s": round(result.elapsed_s, 3),
@@ -96,7 +101,7 @@ def up(host: str, env: str | None, accept_new_host: bool, detach: bool, assume_y
             ports.close()
 
 
-def _jupyter_json(host: str, local: bool, access) -> dict | None:
+def _jupyter_json(host: str, local: bool, access: JupyterAccess | None) -> dict[str, Any] | None:
     """Where Jupyter is: its URL when this machine reaches it as is (a local host), else how to tunnel to it."""
     from devenv.services import jupyter
 

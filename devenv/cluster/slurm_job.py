@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 import shlex
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 from devenv.env import jupyter_scripts
 
@@ -60,7 +61,7 @@ class SlurmSettings:
     extra_sbatch: tuple[str, ...] = ()
     queue_timeout: float = 300.0      # seconds `up` waits for a pending job before cancelling it
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["extra_sbatch"] = list(self.extra_sbatch)
         return data

@@ -9,6 +9,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # imported where it is used: most commands never read a Slurm time
+    from datetime import datetime
 
 # squeue's -o fields, in the order JOB_FORMAT asks for them.
 JOB_FIELDS = ("job_id", "name", "state", "reason", "nodes", "time_left", "start", "time_limit", "node_count",
@@ -112,18 +116,32 @@ class Job:
         return "ended"
 
     @property
+    def reason_code(self) -> str | None:
+        """The reason's code without Slurm's detail: 'ReqNodeNotAvail, UnavailableNodes:node[1-2]' ->
+        'ReqNodeNotAvail'; None while the scheduler has given none."""
+        return self.reason.split(",")[0].strip() if self.reason else None
+
+    @property
     def hopeless(self) -> str | None:
         """Why a pending job will never start, in words; None when waiting may help."""
-        if self.phase != "pending" or not self.reason:
+        if self.phase != "pending" or not self.reason_code:
             return None
-        return HOPELESS_REASONS.get(self.reason)
+        return HOPELESS_REASONS.get(self.reason_code)
+
+    def reason_text(self) -> str:
+        """'Resources (waiting for resources to become free)', 'ReqNodeNotAvail (...): UnavailableNodes:node1';
+        a job the scheduler has not looked at yet says so in words (never Slurm's bare "None")."""
+        code = self.reason_code
+        if code is None:
+            return "not scheduled yet (Slurm's scheduler has not looked at it)"
+        words = PENDING_WORDS.get(code)
+        rest = (self.reason or "")[len(code):].strip(", ")
+        return code + (f" ({words})" if words else "") + (f": {rest}" if rest else "")
 
     def pending_text(self) -> str:
         """'Priority (jobs of higher priority are ahead of it), estimated start 2026-12-01T12:00:00'."""
-        reason = self.reason or "None"
-        words = PENDING_WORDS.get(reason)
-        text = f"{reason} ({words})" if words else reason
-        return text + (f", estimated start {self.start}" if self.start else ", no estimated start yet")
+        return self.reason_text() + (f", estimated start {self.start}" if self.start else
+                                     ", no estimated start yet")
 
     @property
     def outcome(self) -> str:
@@ -147,6 +165,75 @@ class Job:
         if outcome != self.state:
             reason = f"Slurm still says {self.state}, reason {reason}"
         return f"{outcome}: {words}" + (f" ({reason})" if reason else "")
+
+
+@dataclass(frozen=True)
+class QueueSpot:
+    """Where a pending job stands in Slurm's queue: how long it has waited (the cluster's clock against its
+    submit time) and its place among its partition's pending jobs, in the order the scheduler takes them
+    (priority, then job id). None where Slurm did not say (another partition list, a hidden queue)."""
+
+    waited_s: int | None = None
+    position: int | None = None
+    pending: int | None = None          # pending jobs in the partition, this one included
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"waited_s": self.waited_s, "position": self.position, "pending": self.pending}
+
+
+# One round trip for QueueSpot: the cluster's clock, then every pending job Slurm shows in scheduling order.
+QUEUE_COMMAND = ("date +%Y-%m-%dT%H:%M:%S; squeue --noheader --states=PENDING --sort=-p,i "
+                 "--format='%i|%P|%V'")
+
+
+def queue_spot(job_id: str, text: str) -> QueueSpot:
+    """QUEUE_COMMAND's output -> where job_id stands (an empty QueueSpot when it is not listed)."""
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    now = _when(lines[0]) if lines else None
+    rows = [ln.split("|") for ln in lines[1:] if ln.count("|") == 2]
+    mine = next((r for r in rows if r[0].strip() == job_id), None)
+    if mine is None:
+        return QueueSpot()
+    submitted = _when(mine[2])
+    waited = int((now - submitted).total_seconds()) if now and submitted else None
+    partition = mine[1].strip()
+    same = [r[0].strip() for r in rows if r[1].strip() == partition]
+    single = "," not in partition
+    return QueueSpot(max(0, waited) if waited is not None else None,
+                     same.index(job_id) + 1 if single else None, len(same) if single else None)
+
+
+def _when(text: str) -> datetime | None:
+    from datetime import datetime
+
+    try:
+        return datetime.fromisoformat(text.strip())
+    except ValueError:
+        return None
+
+
+def duration(seconds: float) -> str:
+    """42 -> '42 s', 310 -> '5m10s', 3700 -> '1h01m'."""
+    seconds = int(seconds)
+    if seconds < 60:
+        return f"{seconds} s"
+    if seconds < 3600:
+        return f"{seconds // 60}m{seconds % 60:02d}s"
+    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
+
+
+def wait_text(job: Job, spot: QueueSpot, waited_s: float | None, limit_s: float | None) -> str:
+    """'pending 25 s (at most 5m00s: slurm.queue_timeout): Resources (waiting for resources to become free);
+    position 2 of 3 in partition debug; no estimated start yet'. waited_s: this caller's own count, used where
+    Slurm's submit time was not read."""
+    waited = spot.waited_s if spot.waited_s is not None else waited_s
+    text = "pending" + (f" {duration(waited)}" if waited is not None else "")
+    if limit_s is not None:
+        text += f" (at most {duration(limit_s)}: slurm.queue_timeout)"
+    text += f": {job.reason_text()}"
+    if spot.position is not None:
+        text += f"; position {spot.position} of {spot.pending} in partition {job.partition or '?'}"
+    return text + (f"; estimated start {job.start}" if job.start else "; no estimated start yet")
 
 
 def _na(value: str) -> str | None:
@@ -249,7 +336,7 @@ class Gres:
 
 def parse_gres(text: str | None) -> list[Gres]:
     """Slurm's GRES strings ('gpu:h100:8(S:0-1),shard:8', 'gpu:2', '(null)') -> entries; unknown counts are 0."""
-    out = []
+    out: list[Gres] = []
     if not text or _na(text) is None:
         return out
     for item in re.split(r",(?![^()]*\))", text):
@@ -283,6 +370,107 @@ def tres_gpus(tres: str | None) -> int:
     return total or typed
 
 
+# --- nodes ----------------------------------------------------------------------------------------------
+# A node's state as `scontrol show node` prints it: a base state and flags joined by '+' ("IDLE+DRAIN",
+# "MIXED+DRAIN", "IDLE+NOT_RESPONDING", "DOWN+DRAIN+NOT_RESPONDING"); sinfo and older scontrols mark some flags
+# by a suffix on the base instead ("IDLE*", "IDLE~"). `man sinfo`, NODE STATE CODES; the flag names are Slurm's.
+NODE_SUFFIX_FLAGS = {"*": "NOT_RESPONDING", "~": "POWERED_DOWN", "#": "POWERING_UP", "%": "POWERING_DOWN",
+                     "!": "POWER_DOWN", "$": "MAINTENANCE", "@": "REBOOT_REQUESTED", "^": "REBOOT_ISSUED",
+                     "-": "PLANNED"}
+# Bases and flags under which a node takes no new job until an administrator (or Slurm) clears them.
+BLOCKING_BASES = {"DOWN": "down", "FUTURE": "not in service yet (future)", "UNKNOWN": "state unknown",
+                  "ERROR": "in error"}
+BLOCKING_FLAGS = {"DRAIN": "drained", "FAIL": "failed", "NOT_RESPONDING": "not responding",
+                  "MAINTENANCE": "in a maintenance reservation", "MAINT": "in a maintenance reservation",
+                  "RESERVED": "reserved (a reservation holds it)", "POWERING_DOWN": "powering down",
+                  "POWER_DOWN": "powering down", "INVALID_REG": "registered with a bad configuration",
+                  "REBOOT_ISSUED": "rebooting"}
+# Flags under which Slurm still starts a job there, once the node has booted (power saving, cloud nodes).
+BOOTING_FLAGS = {"POWERED_DOWN": "powered down (Slurm boots it for a job)", "POWERING_UP": "powering up"}
+_BUSY_BASES = ("ALLOCATED", "MIXED", "COMPLETING")
+
+
+@dataclass(frozen=True)
+class Node:
+    """One compute node as `scontrol show node --oneliner` describes it."""
+
+    name: str
+    base: str                       # IDLE, ALLOCATED, MIXED, DOWN, ...
+    flags: frozenset[str]           # DRAIN, NOT_RESPONDING, POWERED_DOWN, ...
+    reason: str | None              # why an admin (or Slurm) set it so: "kernel update [root@2026-12-03T15:00:37]"
+    partitions: tuple[str, ...] = ()
+    record: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def usable(self) -> bool:
+        """Can Slurm give this node a new job (now, or after booting it)?"""
+        return self.base not in BLOCKING_BASES and not self.flags & BLOCKING_FLAGS.keys()
+
+    @property
+    def booting(self) -> bool:
+        return self.usable and bool(self.flags & BOOTING_FLAGS.keys())
+
+    @property
+    def free(self) -> bool:
+        """Usable and not fully taken: a job can start on it without waiting for another one to end."""
+        return self.usable and not self.booting and self.base in ("IDLE", "MIXED")
+
+    @property
+    def word(self) -> str:
+        """The one word a summary counts it by, as sinfo's long form says it: drained, draining, failing, down..."""
+        if self.base == "DOWN":
+            return "down"
+        if "DRAIN" in self.flags:
+            return "draining" if self.base in _BUSY_BASES else "drained"
+        if "FAIL" in self.flags:
+            return "failing" if self.base in _BUSY_BASES else "failed"
+        if "NOT_RESPONDING" in self.flags:
+            return "not responding"
+        for flag in ("MAINTENANCE", "MAINT", "RESERVED", "POWERED_DOWN", "POWERING_UP", "POWERING_DOWN"):
+            if flag in self.flags:
+                return {"MAINTENANCE": "maint", "MAINT": "maint"}.get(flag, flag.lower().replace("_", " "))
+        return self.base.lower()
+
+    def describe(self) -> str:
+        """'draining (mixed; kernel update [root@...])', 'idle', 'down, not responding (fan failure ...)'."""
+        words = [self.word]
+        if self.word in ("draining", "failing"):
+            words[0] += f" ({self.base.lower()})"
+        shown = {"DRAIN", "FAIL"} if self.word in ("drained", "draining", "failed", "failing") else set()
+        if self.word == "not responding":
+            shown.add("NOT_RESPONDING")
+        for flag in sorted(self.flags - shown):
+            said = BLOCKING_FLAGS.get(flag) or BOOTING_FLAGS.get(flag)
+            if said and said != self.word:
+                words.append(said)
+        return ", ".join(words) + (f": {self.reason}" if self.reason else "")
+
+
+def parse_node_state(state: str) -> tuple[str, frozenset[str]]:
+    """'IDLE+DRAIN' -> ('IDLE', {'DRAIN'}); 'DOWN*+DRAIN' -> ('DOWN', {'NOT_RESPONDING', 'DRAIN'})."""
+    words = [w for w in state.strip().upper().split("+") if w]
+    flags: set[str] = set()
+    parts = []
+    for word in words or ["UNKNOWN"]:
+        while word and word[-1] in NODE_SUFFIX_FLAGS:
+            flags.add(NODE_SUFFIX_FLAGS[word[-1]])
+            word = word[:-1]
+        parts.append(word)
+    base, rest = parts[0], parts[1:]
+    flags.update(rest)
+    if base in ("DRAINED", "DRAINING", "DRAIN"):   # sinfo's words for a drain (idle or busy underneath)
+        base, flags = ("MIXED" if base == "DRAINING" else "IDLE"), flags | {"DRAIN"}
+    elif base in ("FAIL", "FAILING"):
+        base, flags = ("MIXED" if base == "FAILING" else "IDLE"), flags | {"FAIL"}
+    return base, frozenset(flags)
+
+
+def node_from_record(record: dict[str, str]) -> Node:
+    base, flags = parse_node_state(record.get("State", "UNKNOWN"))
+    return Node(name=record.get("NodeName", "?"), base=base, flags=flags, reason=_na(record.get("Reason", "")),
+                partitions=tuple(p for p in record.get("Partitions", "").split(",") if p), record=record)
+
+
 @dataclass
 class PartitionInfo:
     name: str
@@ -290,49 +478,56 @@ class PartitionInfo:
     default: bool
     max_time: str
     nodes: list[str] = field(default_factory=list)      # node names (from the node records)
-    node_states: dict[str, int] = field(default_factory=dict)   # idle -> 1, mixed -> 1 ...
+    node_states: dict[str, int] = field(default_factory=dict)   # idle -> 1, drained -> 1 ...
     cpus_total: int = 0
     cpus_free: int = 0
     gpus_total: int = 0
     gpus_free: int = 0
     gpu_types: set[str] = field(default_factory=set)
+    node_info: list[Node] = field(default_factory=list)
 
-    def to_dict(self) -> dict:
+    @property
+    def usable_nodes(self) -> list[Node]:
+        return [n for n in self.node_info if n.usable]
+
+    @property
+    def free_nodes(self) -> list[Node]:
+        return [n for n in self.node_info if n.free]
+
+    def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "state": self.state, "default": self.default, "max_time": self.max_time,
                 "nodes": self.nodes, "node_states": self.node_states, "cpus_total": self.cpus_total,
                 "cpus_free": self.cpus_free, "gpus_total": self.gpus_total, "gpus_free": self.gpus_free,
-                "gpu_types": sorted(self.gpu_types)}
-
-
-_UNUSABLE = ("DOWN", "DRAIN", "FAIL", "NOT_RESPONDING", "POWERED_DOWN", "FUTURE", "INVAL")
+                "gpu_types": sorted(self.gpu_types),
+                "node_details": [{"name": n.name, "state": n.word, "slurm_state": n.record.get("State", ""),
+                                  "usable": n.usable, "reason": n.reason} for n in self.node_info]}
 
 
 def summarize_partitions(partitions: list[dict[str, str]], nodes: list[dict[str, str]]) -> list[PartitionInfo]:
     """Partitions with CPUs and GPUs free/total over their usable nodes, from `scontrol show partition|node -o`."""
-    by_partition: dict[str, list[dict[str, str]]] = {}
-    for node in nodes:
-        for name in node.get("Partitions", "").split(","):
-            if name:
-                by_partition.setdefault(name, []).append(node)
+    by_partition: dict[str, list[Node]] = {}
+    for record in nodes:
+        node = node_from_record(record)
+        for name in node.partitions:
+            by_partition.setdefault(name, []).append(node)
     out = []
     for record in partitions:
         name = record.get("PartitionName", "?")
         info = PartitionInfo(name=name, state=record.get("State", "?"), default=record.get("Default") == "YES",
                              max_time=record.get("MaxTime", "?"))
         for node in by_partition.get(name, []):
-            info.nodes.append(node.get("NodeName", "?"))
-            state = node.get("State", "?")
-            word = state.split("+")[0].lower()
-            info.node_states[word] = info.node_states.get(word, 0) + 1
-            usable = not any(flag in state for flag in _UNUSABLE)
-            cpus = _int(node.get("CPUTot"))
+            info.nodes.append(node.name)
+            info.node_info.append(node)
+            info.node_states[node.word] = info.node_states.get(node.word, 0) + 1
+            cpus = _int(node.record.get("CPUTot"))
             info.cpus_total += cpus
-            gpus = sum(g.count for g in parse_gres(node.get("Gres")) if g.name == "gpu")
+            gres = [g for g in parse_gres(node.record.get("Gres")) if g.name == "gpu"]
+            gpus = sum(g.count for g in gres)
             info.gpus_total += gpus
-            info.gpu_types.update(g.type for g in parse_gres(node.get("Gres")) if g.name == "gpu" and g.type)
-            if usable:
-                info.cpus_free += max(0, cpus - _int(node.get("CPUAlloc")))
-                info.gpus_free += max(0, gpus - tres_gpus(node.get("AllocTRES")))
+            info.gpu_types.update(g.type for g in gres if g.type)
+            if node.usable:
+                info.cpus_free += max(0, cpus - _int(node.record.get("CPUAlloc")))
+                info.gpus_free += max(0, gpus - tres_gpus(node.record.get("AllocTRES")))
         out.append(info)
     return out
 

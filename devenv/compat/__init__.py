@@ -5,6 +5,7 @@
     report.verdict  # "pass" | "warn" | "fail" | "unknown";  report.to_dict() for JSON
 """
 
+from devenv.checks.report import FAIL, PASS, UNKNOWN, WARN, Status
 from devenv.compat.arch import (
     BuildSuggestion,
     builds_for,
@@ -13,15 +14,7 @@ from devenv.compat.arch import (
 )
 from devenv.compat.driver import check_driver
 from devenv.compat.judge import judge
-from devenv.compat.report import (
-    FAIL,
-    PASS,
-    UNKNOWN,
-    WARN,
-    CompatReport,
-    Finding,
-    Status,
-)
+from devenv.compat.report import CompatReport, Finding
 from devenv.compat.tables import GpuModel, Tables, load_tables, wheel_from_arch_list
 from devenv.compat.versions import (
     CompatInputError,

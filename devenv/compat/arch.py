@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
-from devenv.compat.report import FAIL, PASS, UNKNOWN, WARN, Finding
+from devenv.checks.report import FAIL, PASS, UNKNOWN, WARN
+from devenv.compat.report import Finding
 from devenv.compat.tables import Tables, TorchWheel, wheel_from_arch_list
 from devenv.compat.versions import (
     ComputeCapability,
@@ -109,7 +110,7 @@ def builds_for(
 
 
 def _suggest(cc: ComputeCapability, tables: Tables, driver: DriverVersion | None,
-             cuda_below: CudaVersion | None = None) -> tuple[str, dict]:
+             cuda_below: CudaVersion | None = None) -> tuple[str, dict[str, Any]]:
     suggestions = builds_for(cc, tables, driver, cuda_below)
     if not suggestions:
         return (f"no official PyTorch wheel in devenv's table has {cc.sm} kernels; build PyTorch with "
@@ -186,12 +187,13 @@ def check_torch_arch(
                        f"whether {build.tag} runs on {cc.sm} depends on the torch version ({detail})",
                        "give the full torch version, e.g. 2.8.0+cu128", None, {})
     wheel, outcome = outcomes[0]
+    code = outcome.code  # set for a sass or ptx outcome, the two that use it
     source = "; ".join(dict.fromkeys(w.source for w, _ in outcomes))
     archs = " ".join(wheel.torch_arch_names)
 
-    if outcome.kind == "sass":
-        how = "for this GPU" if outcome.code == cc else f"which runs on compute capability {cc}"
-        return Finding("torch-arch", PASS, title, value, f"{build} carries {outcome.code.sm} SASS, {how}",
+    if outcome.kind == "sass" and code is not None:
+        how = "for this GPU" if code == cc else f"which runs on compute capability {cc}"
+        return Finding("torch-arch", PASS, title, value, f"{build} carries {code.sm} SASS, {how}",
                        None, source, {})
     if outcome.kind == "unknown":
         return Finding("torch-arch", UNKNOWN, title, value,
@@ -200,15 +202,15 @@ def check_torch_arch(
                        "read torch.cuda.get_arch_list() on the host (a compute_XY entry is PTX)", source, {})
 
     remedy, requires = _suggest(cc, tables, driver)
-    if outcome.kind == "ptx":
+    if outcome.kind == "ptx" and code is not None:
         if ptx_jit_blocked:
             return Finding("torch-arch", FAIL, title, value,
-                           f"{build} has no SASS for {cc.sm}, only compute_{outcome.code.major}{outcome.code.minor} "
+                           f"{build} has no SASS for {cc.sm}, only compute_{code.major}{code.minor} "
                            f"PTX, and the driver cannot JIT it: {ptx_jit_blocked}",
                            remedy, source, requires, message=NO_KERNEL_IMAGE)
         return Finding("torch-arch", WARN, title, value,
                        f"{build} has no SASS for {cc.sm}: the driver JIT-compiles its "
-                       f"compute_{outcome.code.major}{outcome.code.minor} PTX at first use (slow first start)",
+                       f"compute_{code.major}{code.minor} PTX at first use (slow first start)",
                        remedy, source, requires)
 
     warning = ""

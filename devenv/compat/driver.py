@@ -10,7 +10,8 @@ Anything the tables do not cover is "unknown", never a guess.
 
 from __future__ import annotations
 
-from devenv.compat.report import FAIL, PASS, UNKNOWN, WARN, Finding
+from devenv.checks.report import FAIL, PASS, UNKNOWN, WARN
+from devenv.compat.report import Finding
 from devenv.compat.tables import GpuModel, Tables, ToolkitRelease
 from devenv.compat.versions import CudaVersion, DriverVersion
 
@@ -88,7 +89,9 @@ def check_driver(
     return _below_floor(driver, cuda, tables, gpu, title, value, floor.driver, release, requires, floor.source)
 
 
-def _below_floor(driver, cuda, tables, gpu, title, value, floor_driver, release, requires, floor_source) -> Finding:
+def _below_floor(driver: DriverVersion, cuda: CudaVersion, tables: Tables, gpu: GpuModel | None, title: str,
+                 value: str, floor_driver: DriverVersion, release: ToolkitRelease | None, requires: dict[str, str],
+                 floor_source: str) -> Finding:
     target = release.driver if release else floor_driver
     upgrade = f"upgrade the driver to >= {target}"
     if release and release.driver != floor_driver:
@@ -101,15 +104,16 @@ def _below_floor(driver, cuda, tables, gpu, title, value, floor_driver, release,
         package = tables.forward_compat_package.format(major=cuda.major, minor=cuda.minor)
     compat = package or f"the cuda-compat-{cuda.major}-<minor> package"
     support = gpu.forward_compat if gpu else "unknown"
+    model = gpu.name if gpu else ""  # said only where support is known, so with a GPU model
     if support == "yes":
-        reason += f"; on this data-center GPU ({gpu.name}) CUDA {cuda} runs only with {compat} (forward compatibility)"
+        reason += f"; on this data-center GPU ({model}) CUDA {cuda} runs only with {compat} (forward compatibility)"
         remedy = f"{upgrade}, or install {compat} (forward compatibility) where the CUDA libraries load"
     elif support == "maybe":
-        reason += (f"; forward compatibility ({compat}) works on {gpu.name} boards only for select NGC Server "
+        reason += (f"; forward compatibility ({compat}) works on {model} boards only for select NGC Server "
                    "Ready SKUs")
         remedy = f"{upgrade} (or {compat}, if this board is an NGC Server Ready SKU)"
     elif support == "no":
-        reason += (f"; forward compatibility is not supported on {gpu.name} ({tables.forward_compat_error})")
+        reason += (f"; forward compatibility is not supported on {model} ({tables.forward_compat_error})")
         remedy = upgrade
     else:
         reason += "; the GPU model is not known, so forward compatibility cannot be judged"

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import TypeVar
 
+from devenv.checks.report import PASS, UNKNOWN, WARN
 from devenv.compat.arch import check_toolkit_arch, check_torch_arch
 from devenv.compat.driver import check_driver
-from devenv.compat.report import PASS, UNKNOWN, WARN, CompatReport, Finding
+from devenv.compat.report import CompatReport, Finding
 from devenv.compat.tables import GpuModel, Tables, load_tables
 from devenv.compat.versions import (
     ComputeCapability,
@@ -20,14 +22,15 @@ from devenv.compat.versions import (
     parse_torch,
 )
 
+_V = TypeVar("_V")
 _SEGMENT = {"datacenter": "data-center", "workstation": "workstation", "consumer": "consumer"}
 
 
-def _read(value, kind, parse):
+def _read(value: _V | str | None, parse: Callable[[str], _V]) -> _V | None:
     """Parsed value, or None for a missing/N-A value. Malformed text raises CompatInputError."""
-    if value is None or isinstance(value, kind):
-        return value
-    return None if is_not_available(value) else parse(value)
+    if isinstance(value, str):
+        return None if is_not_available(value) else parse(value)
+    return value  # None, or already parsed
 
 
 def _gpu_finding(name: str, model: GpuModel | None, given_cc: ComputeCapability | None) -> Finding | None:
@@ -65,10 +68,10 @@ def judge(
     (torch_build is then only needed for its CUDA version and may be any build string).
     """
     tables = tables or load_tables()
-    drv = _read(driver, DriverVersion, parse_driver)
-    cud = _read(cuda, CudaVersion, parse_cuda)
-    cc = _read(gpu_cc, ComputeCapability, parse_cc)
-    build = _read(torch_build, TorchBuild, parse_torch)
+    drv = _read(driver, parse_driver)
+    cud = _read(cuda, parse_cuda)
+    cc = _read(gpu_cc, parse_cc)
+    build = _read(torch_build, parse_torch)
     name = None if is_not_available(gpu_name) else gpu_name.strip()  # type: ignore[union-attr]
 
     model = tables.find_gpu(name) if name else None

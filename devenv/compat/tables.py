@@ -6,6 +6,7 @@ import functools
 import re
 from dataclasses import dataclass
 from importlib import resources
+from typing import Any
 
 import yaml
 
@@ -144,9 +145,10 @@ class Tables:
         return None
 
 
-def _load(name: str) -> dict:
-    text = resources.files("devenv.compat").joinpath("data", name).read_text(encoding="utf-8")
-    return yaml.safe_load(text)
+def _load(name: str) -> dict[str, Any]:
+    text = resources.files("devenv.compat").joinpath("data").joinpath(name).read_text(encoding="utf-8")
+    data: dict[str, Any] = yaml.safe_load(text)
+    return data
 
 
 def _torch_mm(text: str) -> tuple[int, int]:
@@ -165,7 +167,7 @@ def _arch_list(text: str) -> tuple[tuple[ComputeCapability, ...], tuple[ComputeC
     return tuple(sass), tuple(ptx)
 
 
-def _require_source(row: dict, where: str) -> str:
+def _require_source(row: dict[str, Any], where: str) -> str:
     source = row.get("source")
     if not source:
         raise ValueError(f"compat data row without a source in {where}: {row}")

@@ -59,7 +59,7 @@ class DriverVersion:
         return self.parts[0]
 
 
-_DRIVER_RE = re.compile(r"^\d{1,4}(\.\d{1,3}){0,2}$")
+_DRIVER_RE = re.compile(r"^\d{1,4}(\.\d{1,3}){0,2}$", re.ASCII)  # \d alone takes "٥٣٥" too
 
 
 def parse_driver(text: str) -> DriverVersion:
@@ -110,7 +110,7 @@ class CudaVersion:
         return f"{text}.{self.patch}" if self.patch is not None else text
 
 
-_CUDA_RE = re.compile(r"^(?:cuda[ -]?)?(\d{1,2})(?:\.(\d{1,2}))?(?:\.(\d{1,3}))?$", re.IGNORECASE)
+_CUDA_RE = re.compile(r"^(?:cuda[ -]?)?(\d{1,2})(?:\.(\d{1,2}))?(?:\.(\d{1,3}))?$", re.IGNORECASE | re.ASCII)
 
 
 def parse_cuda(text: str) -> CudaVersion:
@@ -118,7 +118,7 @@ def parse_cuda(text: str) -> CudaVersion:
     match = _CUDA_RE.match(value)
     if not match:
         hint = "write the CUDA version as major.minor, e.g. 12.8"
-        tag = re.fullmatch(r"(?:cu)?(\d)(\d)(\d)", value, re.IGNORECASE)
+        tag = re.fullmatch(r"(?:cu)?(\d)(\d)(\d)", value, re.IGNORECASE | re.ASCII)
         if tag:
             hint = f"did you mean {tag.group(1)}{tag.group(2)}.{tag.group(3)}? " + hint
         raise CompatInputError(f"not a CUDA version: {text!r}", hint)
@@ -156,8 +156,8 @@ class ComputeCapability:
         return f"{self.major}.{self.minor}"
 
 
-_CC_RE = re.compile(r"^(\d{1,2})\.(\d)$")
-_SM_RE = re.compile(r"^(?:sm|compute)_?(\d{1,2})(\d)[af]?$", re.IGNORECASE)
+_CC_RE = re.compile(r"^(\d{1,2})\.(\d)$", re.ASCII)
+_SM_RE = re.compile(r"^(?:sm|compute)_?(\d{1,2})(\d)[af]?$", re.IGNORECASE | re.ASCII)
 
 
 def parse_cc(text: str) -> ComputeCapability:
@@ -196,8 +196,8 @@ class TorchBuild:
         return self.text
 
 
-_TORCH_VERSION_RE = re.compile(r"^(\d+)\.(\d+)(?:\.\d+)?(?:(?:a|b|rc|\.dev|\.post)\w*)*$")
-_CU_TAG_RE = re.compile(r"^cu\d{2,3}$")
+_TORCH_VERSION_RE = re.compile(r"^(\d+)\.(\d+)(?:\.\d+)?(?:(?:a|b|rc|\.dev|\.post)\w*)*$", re.ASCII)
+_CU_TAG_RE = re.compile(r"^cu\d{2,3}$", re.ASCII)
 
 
 def _is_bare_tag(text: str) -> bool:

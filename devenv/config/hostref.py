@@ -34,7 +34,8 @@ def group_members(group: str) -> list[str]:
     wanted = group.removeprefix(GROUP_PREFIX)
     if not wanted:
         raise ProfileError("'@' names no group", "write @GROUP, a group listed under `groups:` in host profiles")
-    members, known = [], set()
+    members: list[str] = []
+    known: set[str] = set()
     for name in profiles.names("hosts"):
         try:
             host = profiles.load_host(name)
@@ -58,6 +59,9 @@ def expand(names: list[str] | tuple[str, ...]) -> list[str]:
             if member not in out:
                 out.append(member)
     return out
+
+
+NO_PROFILE = "ssh destination (no profile)"  # the source of a host named without a profile
 
 
 def load_host(name: str) -> HostProfile:
@@ -85,7 +89,7 @@ def destination_profile(name: str) -> HostProfile:
         target = SSHTarget(alias=host)  # ssh -G resolves it: a config alias, or the plain name
     else:
         target = SSHTarget(hostname=host, user=user, port=int(port) if port else None)
-    return HostProfile(name=name, source="ssh destination (no profile)", ssh=target, runtime=RuntimeKind.AUTO,
+    return HostProfile(name=name, source=NO_PROFILE, ssh=target, runtime=RuntimeKind.AUTO,
                        description="reached as `ssh " + name + "` would")
 
 
@@ -110,7 +114,7 @@ def default_status_hosts() -> list[str]:
 
 
 def new_profile_text(name: str, destination: str | None, runtime: str, groups: list[str],
-                     description: str = "") -> str:
+                     description: str = "", default_env: str | None = None) -> str:
     """The YAML of a new host profile (validated by parsing it back; values never become extra YAML)."""
     import yaml
 
@@ -123,10 +127,13 @@ def new_profile_text(name: str, destination: str | None, runtime: str, groups: l
     for group in groups:
         if not profiles._NAME_RE.match(group):
             raise ProfileError(f"'{group}' is not a valid group name", "use letters, digits, '.', '_' and '-'")
-    data: dict = {"description": description or f"added with `devenv hosts add {name}`", "ssh": ssh,
+    data: dict[str, object] = {"description": description or f"added with `devenv hosts add {name}`", "ssh": ssh,
                   "runtime": runtime}
     if groups:
         data["groups"] = list(dict.fromkeys(groups))
+    if default_env is not None:
+        profiles.load_env(default_env)  # an environment that exists (a profile), or the error naming the known
+        data["default_env"] = default_env
     text = yaml.safe_dump(data, sort_keys=False)
     profiles.parse_host(text, name, f"new profile {name}")  # the same validation as every profile
     return text

@@ -38,6 +38,22 @@ def devenv_home() -> Path | None:
     return expand_home(value, "DEVENV_HOME") if value else None
 
 
+def check_devenv_home() -> None:
+    """DEVENV_HOME, when set, is a folder or nothing yet (made on first use): a file or another non-folder there
+    is bad input, said before any command dials a host (it would fail later, when state is written)."""
+    home = devenv_home()
+    if home is None:
+        return
+    try:
+        info = os.stat(home)
+    except FileNotFoundError:
+        return
+    except OSError as e:  # a path through a file (ENOTDIR), a loop of links, no permission
+        raise BadInput(f"DEVENV_HOME {home}: {e.strerror}", "point DEVENV_HOME at a folder (or unset it)") from None
+    if not stat.S_ISDIR(info.st_mode):
+        raise BadInput(f"DEVENV_HOME {home} is not a folder", "point DEVENV_HOME at a folder (or unset it)")
+
+
 def config_dir() -> Path:
     home = devenv_home()
     return home if home else _xdg("XDG_CONFIG_HOME", ".config") / "devenv"

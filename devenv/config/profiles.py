@@ -10,8 +10,9 @@ import re
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from enum import Enum
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
 
@@ -150,7 +151,7 @@ class _Ctx:
     def record(self, exc: ProfileError) -> None:
         self.errors.append(exc)
 
-    def collect(self, parse: Callable[[], Any]) -> tuple[bool, Any]:
+    def collect(self, parse: Callable[[], _T]) -> tuple[bool, _T | None]:
         """(True, value), or (False, None) once the errors of parse() are recorded."""
         try:
             return True, parse()
@@ -159,6 +160,11 @@ class _Ctx:
         except ProfileError as exc:
             self.record(exc)
             return False, None
+
+
+_T = TypeVar("_T")
+# A field's parser: (ctx, its YAML node, its dotted path) -> its value, or ProfileError / _Reported.
+FieldParser = Callable[[_Ctx, yaml.Node, str], _T]
 
 
 class _Reported(Exception):
@@ -192,13 +198,13 @@ def _scalar(ctx: _Ctx, node: yaml.Node, where: str, what: str = "a string") -> s
     return text
 
 
-def _string(ctx, node, where):
+def _string(ctx: _Ctx, node: yaml.Node, where: str) -> str:
     return _scalar(ctx, node, where)
 
 
-def _checked(problem_of: Callable[[str], str | None], hint: str, optional_empty: bool = False):
+def _checked(problem_of: Callable[[str], str | None], hint: str, optional_empty: bool = False) -> FieldParser[str]:
     """A string field checked by one of config.validate's checks (the error shows only a short preview)."""
-    def parse(ctx, node, where):
+    def parse(ctx: _Ctx, node: yaml.Node, where: str) -> str:
         text = _scalar(ctx, node, where)
         if optional_empty and text == "":
             return text
@@ -209,7 +215,7 @@ def _checked(problem_of: Callable[[str], str | None], hint: str, optional_empty:
     return parse
 
 
-def _name(ctx, node, where):
+def _name(ctx: _Ctx, node: yaml.Node, where: str) -> str:
     text = _scalar(ctx, node, where)
     if not _NAME_RE.match(text):
         raise ctx.fail(node, where, f"{check.preview(text)} is not a valid name",
@@ -217,7 +223,7 @@ def _name(ctx, node, where):
     return text
 
 
-def _int(ctx, node, where, lo: int = 1, hi: int = 65535):
+def _int(ctx: _Ctx, node: yaml.Node, where: str, lo: int = 1, hi: int = 65535) -> int:
     text = _scalar(ctx, node, where, "an integer")
     value = check.parse_int(text, lo, hi)
     if value is None:
@@ -226,7 +232,7 @@ def _int(ctx, node, where, lo: int = 1, hi: int = 65535):
     return value
 
 
-def _number(ctx, node, where, hi: float = 1e6):
+def _number(ctx: _Ctx, node: yaml.Node, where: str, hi: float = 1e6) -> float:
     text = _scalar(ctx, node, where, "a number")
     value = check.parse_number(text, 0, hi)
     if value is None:
@@ -235,7 +241,7 @@ def _number(ctx, node, where, hi: float = 1e6):
     return value
 
 
-def _bool(ctx, node, where):
+def _bool(ctx: _Ctx, node: yaml.Node, where: str) -> bool:
     text = _scalar(ctx, node, where, "true or false").lower()
     if text in ("true", "yes", "on"):
         return True
@@ -244,8 +250,8 @@ def _bool(ctx, node, where):
     raise ctx.fail(node, where, f"expected true or false, got {check.preview(text)}", f"write {where}: true")
 
 
-def _choice(*choices: str):
-    def parse(ctx, node, where):
+def _choice(*choices: str) -> FieldParser[str]:
+    def parse(ctx: _Ctx, node: yaml.Node, where: str) -> str:
         text = _scalar(ctx, node, where, " or ".join(choices))
         if text not in choices:
             raise ctx.fail(node, where, f"expected one of {', '.join(choices)}, got {check.preview(text)}",
@@ -254,8 +260,8 @@ def _choice(*choices: str):
     return parse
 
 
-def _version(pattern: str, example: str):
-    def parse(ctx, node, where):
+def _version(pattern: str, example: str) -> FieldParser[str]:
+    def parse(ctx: _Ctx, node: yaml.Node, where: str) -> str:
         text = _scalar(ctx, node, where, "a version string")
         if not re.fullmatch(pattern, text):
             raise ctx.fail(node, where, f"expected a version like '{example}', got {check.preview(text)}",
@@ -264,23 +270,24 @@ def _version(pattern: str, example: str):
     return parse
 
 
-def _list_of_strings(ctx, node, where, item: Callable | None = None):
+def _list_of_strings(ctx: _Ctx, node: yaml.Node, where: str,
+                     item: FieldParser[str] | None = None) -> tuple[str, ...]:
     """A list of strings; a single comma-separated string is accepted too (as ProxyJump writes it)."""
-    item = item or _string
+    parse_item = item or _string
     if isinstance(node, yaml.ScalarNode):
         parts = [p.strip() for p in _scalar(ctx, node, where).split(",") if p.strip()]
         for part in parts:
-            item(ctx, yaml.ScalarNode("tag:yaml.org,2002:str", part, node.start_mark, node.end_mark), where)
+            parse_item(ctx, yaml.ScalarNode("tag:yaml.org,2002:str", part, node.start_mark, node.end_mark), where)
         return tuple(parts)
     if not isinstance(node, yaml.SequenceNode):
         raise ctx.fail(node, where, f"expected a list, got {_describe(node)}", f"write {where}: [a, b]")
-    results = [ctx.collect(lambda n=n, i=i: item(ctx, n, f"{where}[{i}]")) for i, n in enumerate(node.value)]
+    results = [ctx.collect(partial(parse_item, ctx, n, f"{where}[{i}]")) for i, n in enumerate(node.value)]
     if not all(ok for ok, _ in results):
         raise _Reported()
-    return tuple(value for _, value in results)
+    return tuple(value for _, value in results if value is not None)  # each is, once all parsed
 
 
-def _list_of(item: Callable):
+def _list_of(item: FieldParser[str]) -> FieldParser[tuple[str, ...]]:
     return lambda ctx, node, where: _list_of_strings(ctx, node, where, item)
 
 
@@ -302,14 +309,15 @@ def _jump_problem(value: str) -> str | None:
     return None
 
 
-def _mapping_of(value_parser: Callable, key_pattern: str = r"[A-Za-z_][A-Za-z0-9_.-]*"):
-    def parse(ctx, node, where):
+def _mapping_of(value_parser: FieldParser[_T],
+                key_pattern: str = r"[A-Za-z_][A-Za-z0-9_.-]*") -> FieldParser[dict[str, _T]]:
+    def parse(ctx: _Ctx, node: yaml.Node, where: str) -> dict[str, _T]:
         if not isinstance(node, yaml.MappingNode):
             raise ctx.fail(node, where, f"expected a mapping, got {_describe(node)}", f"write {where}: {{name: value}}")
-        out = {}
+        out: dict[str, _T] = {}
         failed = False
         for key_node, value_node in node.value:
-            def entry(key_node=key_node, value_node=value_node):
+            def entry(key_node: yaml.Node = key_node, value_node: yaml.Node = value_node) -> tuple[str, _T]:
                 key = _string(ctx, key_node, where)
                 if not re.fullmatch(key_pattern, key) or len(key) > 128:
                     raise ctx.fail(key_node, where, f"{check.preview(key)} is not a valid name",
@@ -318,7 +326,7 @@ def _mapping_of(value_parser: Callable, key_pattern: str = r"[A-Za-z_][A-Za-z0-9
                     raise ctx.fail(key_node, f"{where}.{key}", "appears twice", "keep one")
                 return key, value_parser(ctx, value_node, f"{where}.{key}")
             ok, pair = ctx.collect(entry)
-            if ok:
+            if pair is not None:
                 out[pair[0]] = pair[1]
             failed = failed or not ok
         if failed:
@@ -327,7 +335,7 @@ def _mapping_of(value_parser: Callable, key_pattern: str = r"[A-Za-z_][A-Za-z0-9
     return parse
 
 
-def _gpus(ctx, node, where):
+def _gpus(ctx: _Ctx, node: yaml.Node, where: str) -> str:
     """all | none | N (N free GPUs, picked at `up`) | [0, 1] / "0,1" / device=1 (those GPUs): devenv.gpu.choose."""
     from devenv.gpu.choose import parse_gpus
 
@@ -350,7 +358,7 @@ def _gpus(ctx, node, where):
             from None
 
 
-def _ports(ctx, node, where):
+def _ports(ctx: _Ctx, node: yaml.Node, where: str) -> dict[str, int]:
     # names that are not even names are _mapping_of's to report; a name shown is short (never echoed whole)
     unknown = [k for k, _ in (node.value if isinstance(node, yaml.MappingNode) else [])
                if isinstance(k, yaml.ScalarNode) and k.value not in PORT_NAMES
@@ -370,7 +378,7 @@ def _ports(ctx, node, where):
 _SHM_UNITS = {"": 1, "k": 1024, "m": 1024 ** 2, "g": 1024 ** 3}
 
 
-def _shm_size(ctx, node, where):
+def _shm_size(ctx: _Ctx, node: yaml.Node, where: str) -> str:
     text = _scalar(ctx, node, where, "a size like 16g")
     match = re.fullmatch(r"([0-9]{1,7})([kmgKMG]?)", text)
     size = int(match.group(1)) * _SHM_UNITS[match.group(2).lower()] if match else 0
@@ -380,7 +388,7 @@ def _shm_size(ctx, node, where):
     return text
 
 
-def _fields(ctx: _Ctx, node: yaml.Node, where: str, schema: dict[str, Callable],
+def _fields(ctx: _Ctx, node: yaml.Node, where: str, schema: dict[str, FieldParser[object]],
             nested: bool = True) -> dict[str, Any]:
     """Check a mapping against a schema: unknown fields are errors that list the known ones. Every field's
     error is recorded; a nested mapping with errors raises _Reported after checking all of its fields (the
@@ -391,7 +399,7 @@ def _fields(ctx: _Ctx, node: yaml.Node, where: str, schema: dict[str, Callable],
     before = len(ctx.errors)
     seen: set[str] = set()
     for key_node, value_node in node.value:
-        def one(key_node=key_node, value_node=value_node):
+        def one(key_node: yaml.Node = key_node, value_node: yaml.Node = value_node) -> tuple[str, object]:
             key = _string(ctx, key_node, where)
             path = f"{where}.{key}" if where else key
             if key not in schema:
@@ -405,15 +413,15 @@ def _fields(ctx: _Ctx, node: yaml.Node, where: str, schema: dict[str, Callable],
                 raise ctx.fail(key_node, path, "appears twice", "keep one")
             seen.add(key)
             return key, schema[key](ctx, value_node, path)
-        ok, pair = ctx.collect(one)
-        if ok:
+        _, pair = ctx.collect(one)
+        if pair is not None:
             out[pair[0]] = pair[1]
     if nested and len(ctx.errors) > before:
         raise _Reported()
     return out
 
 
-def _ssh_target(ctx, node, where):
+def _ssh_target(ctx: _Ctx, node: yaml.Node, where: str) -> SSHTarget:
     values = _fields(ctx, node, where, {
         "alias": _checked(check.alias_problem, "the Host name of an ~/.ssh/config entry, e.g. gpu-box"),
         "hostname": _checked(check.hostname_problem, "a host name or IP address, e.g. gpu1.lab.example"),
@@ -429,7 +437,7 @@ def _ssh_target(ctx, node, where):
     return SSHTarget(**values)
 
 
-def _build(ctx, node, where):
+def _build(ctx: _Ctx, node: yaml.Node, where: str) -> BuildSpec:
     values = _fields(ctx, node, where, {
         "dockerfile": _checked(check.path_problem, "the name of a Dockerfile under images/ (e.g. pytorch.Dockerfile)"),
         "args": _mapping_of(_string, r"[A-Za-z_][A-Za-z0-9_]*")})
@@ -438,7 +446,7 @@ def _build(ctx, node, where):
     return BuildSpec(**values)
 
 
-def _slurm(ctx, node, where):
+def _slurm(ctx: _Ctx, node: yaml.Node, where: str) -> SlurmSettings:
     """`slurm:` of a login node's host profile; each value checked as Slurm would take it, and as one word."""
     values = _fields(ctx, node, where, {
         "partition": _string, "account": _string, "qos": _string, "time": _string,
@@ -457,7 +465,7 @@ def _slurm(ctx, node, where):
         raise ctx.fail(field_node, f"{where}.{exc.field}", problem, exc.hint) from None
 
 
-HOST_SCHEMA: dict[str, Callable] = {
+HOST_SCHEMA: dict[str, FieldParser[object]] = {
     "description": _string,
     "local": _bool,
     "ssh": _ssh_target,
@@ -470,7 +478,7 @@ HOST_SCHEMA: dict[str, Callable] = {
     "slurm": _slurm,
 }
 
-ENV_SCHEMA: dict[str, Callable] = {
+ENV_SCHEMA: dict[str, FieldParser[object]] = {
     "description": _string,
     "image": _checked(check.image_problem, "e.g. image: devenv/pytorch:cu128"),
     "build": _build,
@@ -478,7 +486,7 @@ ENV_SCHEMA: dict[str, Callable] = {
     "torch": _version(r"\d+\.\d+(\.\d+)?(\+(cu\d+|cpu|rocm[\d.]+))?", "2.8.0+cu128"),
     "image_size_gb": _number,
     "ports": _ports,
-    "volumes": _mapping_of(_checked(check.container_path_problem, "e.g. workspace: /workspace")),
+    "volumes": _mapping_of(_checked(check.volume_path_problem, "e.g. workspace: /workspace")),
     "env": _mapping_of(_string, r"[A-Za-z_][A-Za-z0-9_]*"),
     "shm_size": _shm_size,
     "gpus": _gpus,
@@ -643,7 +651,7 @@ def names(kind: str) -> list[str]:
     return sorted(_files(kind))
 
 
-def _load(kind: str, name: str, parse: Callable):
+def _load(kind: str, name: str, parse: Callable[[str, str, str], _T]) -> _T:
     if not _NAME_RE.match(name or ""):
         raise ProfileError(f"'{name}' is not a valid profile name", "use letters, digits, '.', '_' and '-'")
     files = _files(kind)

@@ -118,6 +118,16 @@ def container_path_problem(value: str) -> str | None:
     return None
 
 
+def volume_path_problem(value: str) -> str | None:
+    """A volume's mount path: a container path, and not the container's root (docker mounts nothing on /)."""
+    problem = container_path_problem(value)
+    if problem:
+        return problem
+    if all(part in ("", ".") for part in value.split("/")):
+        return "is the container's root (/): a volume cannot be mounted there"
+    return None
+
+
 def image_problem(value: str) -> str | None:
     problem = option_problem(value)
     if problem:

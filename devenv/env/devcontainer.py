@@ -262,7 +262,7 @@ def _str(value: Any, key: str, source: str) -> str:
     return value
 
 
-def _opt_str(data: dict, key: str, source: str) -> str | None:
+def _opt_str(data: dict[str, Any], key: str, source: str) -> str | None:
     return _str(data[key], key, source) if key in data else None
 
 

@@ -141,7 +141,7 @@ def content_hash(env: EnvProfile) -> str:
     return hashlib.sha256(json.dumps(extra, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def make_context(env: EnvProfile, inputs: BuildInputs) -> tuple[tempfile.SpooledTemporaryFile, str, int]:
+def make_context(env: EnvProfile, inputs: BuildInputs) -> tuple[tempfile.SpooledTemporaryFile[bytes], str, int]:
     """(tar file object positioned at 0, the Dockerfile's name inside it, its size in bytes)."""
     dockerfile = dockerfile_path(env, inputs)
     root = dockerfile.parent
@@ -175,5 +175,6 @@ def context_bytes_for_test(env: EnvProfile, inputs: BuildInputs) -> dict[str, by
     """The context's files by name (tests inspect what would be sent)."""
     fileobj, _, _ = make_context(env, inputs)
     with tarfile.open(fileobj=fileobj) as tar:
-        return {m.name: tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()}
+        files = {m.name: tar.extractfile(m) for m in tar.getmembers() if m.isfile()}
+        return {name: f.read() for name, f in files.items() if f is not None}  # a file member always has one
 

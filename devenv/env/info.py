@@ -68,6 +68,9 @@ class EnvStatus:
     # what each service answered when `status` probed it ({"jupyter": "ok: jupyter-server 2.14.2",
     # "sshd": "down: closed without a banner"}); empty when not probed
     answers: dict[str, str] = field(default_factory=dict)
+    # a scheduler job still waiting in its queue: Slurm's reason ("Resources") and its words, waited_s, its
+    # position among the partition's pending jobs, how long `up` waits (limit_s), the estimated start
+    queue: dict[str, Any] = field(default_factory=dict)
 
     @property
     def running(self) -> bool:

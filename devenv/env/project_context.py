@@ -17,6 +17,7 @@ import os
 import stat
 import tarfile
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -71,7 +72,7 @@ def of_build(build: ProjectBuild) -> ProjectContext:
     return resolve(build.project_root, build.context_dir, build.dockerfile)
 
 
-def make_tar(pc: ProjectContext) -> tuple[tempfile.SpooledTemporaryFile, str]:
+def make_tar(pc: ProjectContext) -> tuple[tempfile.SpooledTemporaryFile[bytes], str]:
     """(the context as a tar file object at 0, the Dockerfile's name inside it)."""
     out = tempfile.SpooledTemporaryFile(max_size=64 * 1024 * 1024)  # noqa: SIM115 (handed to the caller)
     with tarfile.open(fileobj=out, mode="w") as tar:
@@ -92,7 +93,7 @@ def make_tar(pc: ProjectContext) -> tuple[tempfile.SpooledTemporaryFile, str]:
     return out, DOCKERFILE_NAME
 
 
-def _entries(ctx: Path):
+def _entries(ctx: Path) -> Iterator[tuple[str, Path, os.stat_result]]:
     """(relative name, path, lstat) of what the context sends, in a stable order."""
     patterns = _ignore_patterns(ctx)
     for dirpath, dirnames, filenames in os.walk(ctx, followlinks=False):

@@ -12,8 +12,9 @@ import hashlib
 import json
 import os
 import re
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from devenv.config.profiles import EnvProfile
 from devenv.errors import DevenvError
@@ -156,6 +157,7 @@ ULIMITS = {"memlock": (-1, -1), "stack": (67108864, 67108864), "nofile": (104857
 # GPUs are asked for through a device request with only the capabilities CUDA needs (compute: CUDA,
 # utility: nvidia-smi/NVML); "display"/"graphics" fail on headless hosts.
 GPU_CAPABILITIES = ("gpu", "compute", "utility")
+MountKind = Literal["bind", "tmpfs"]  # what a profile's mounts may be (config.profiles checks it)
 
 
 @dataclass(frozen=True)
@@ -171,12 +173,12 @@ class ContainerRequest:
     hostname: str
     network: str | None = None        # the bridge network to attach to (None: the engine's default)
     ulimits: dict[str, tuple[int, int]] = field(default_factory=lambda: dict(ULIMITS))
-    mounts: tuple[tuple[str, str, str, bool], ...] = ()   # (bind | tmpfs, host source, target, readonly)
+    mounts: tuple[tuple[MountKind, str, str, bool], ...] = ()   # (bind | tmpfs, host source, target, readonly)
     user: str = "root"                # the environment's user (exec runs as it; the entrypoint starts as root)
 
 
 def container_request(spec: dict[str, Any], owner_name: str, host_name: str, version: str,
-                      any_port: set[str] = frozenset(), chosen_gpus: str | None = None,
+                      any_port: AbstractSet[str] = frozenset(), chosen_gpus: str | None = None,
                       volume_names: dict[str, str] | None = None, network: str | None = None) -> ContainerRequest:
     """The container for a spec; services in any_port get a free host port instead of the preferred one.
     chosen_gpus: the indices picked for a spec that asks for a count of free GPUs (gpus: free:N); recorded in

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from devenv.errors import DevenvError
 from devenv.gpu.occupancy import UNATTRIBUTED_UTIL_PCT, Occupancy, RunIdentity, Sharer, describe_gpu
@@ -84,13 +85,13 @@ class GpuState:
             return f"GPU {self.index} is free ({_num(self.util_pct)}% util, {_num(self.mem_used_mib)} MiB used)"
         return describe_gpu(self.index, list(self.others), "is busy with")
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"index": self.index, "uuid": self.uuid, "free": self.free, "util_pct": self.util_pct,
                 "mem_used_mib": self.mem_used_mib, "mem_total_mib": self.mem_total_mib,
                 "others": [s.to_dict() for s in self.others]}
 
 
-def _num(value) -> str:
+def _num(value: object) -> str:
     return "?" if value is None else str(value)
 
 
@@ -112,7 +113,7 @@ def gpu_states(sample: Occupancy, me: RunIdentity | None = None) -> list[GpuStat
     return sorted(out, key=lambda s: s.index)
 
 
-def _load(state: GpuState) -> tuple:
+def _load(state: GpuState) -> tuple[int, int, float, int]:
     """Least used first: fewest other processes, least memory used, lowest utilisation, then the index."""
     return (len(state.others), state.mem_used_mib or 0, state.util_pct or 0, state.index)
 

@@ -4,13 +4,15 @@ never as 0, and a gpustat-like plain-text table for scripts and terminals withou
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable, Sequence
+from typing import Protocol
 
 from devenv.gpu.sample import GpuSample, ProcessSample
 
 NA = "-"
 
 
-def num(value, fmt: str = "{:.0f}", unit: str = "") -> str:
+def num(value: object, fmt: str = "{:.0f}", unit: str = "") -> str:
     return NA if value is None else fmt.format(value) + unit
 
 
@@ -24,7 +26,7 @@ def power(gpu: GpuSample) -> str:
 
 def mem_short(gpu: GpuSample) -> str:
     """'78/140G': memory in 10 cells, for narrow terminals."""
-    def gib(v):
+    def gib(v: float | None) -> str:
         return NA if v is None else f"{v / 1024:.0f}" if v >= 10240 else f"{v / 1024:.1f}"
     return f"{gib(gpu.mem_used_mib)}/{gib(gpu.mem_total_mib)}G"
 
@@ -76,7 +78,33 @@ def process_label(p: ProcessSample) -> str:
     return f"{p.user or '?'}:{name}/{p.pid}({mib(p.used_mib)}){where}"
 
 
-def once_table(snapshots, now: float | None = None) -> str:
+class Snapshot(Protocol):
+    """What once_table prints of a host (services.monitor.HostSnapshot; gpu is L0 and cannot import it)."""
+
+    @property
+    def host(self) -> str: ...
+    @property
+    def state(self) -> str: ...
+    @property
+    def t(self) -> float: ...
+    @property
+    def last_sample_t(self) -> float | None: ...
+    @property
+    def driver_version(self) -> str | None: ...
+    @property
+    def message(self) -> str | None: ...
+    @property
+    def hint(self) -> str | None: ...
+    @property
+    def gpus(self) -> Sequence[GpuSample]: ...
+    @property
+    def processes(self) -> Sequence[ProcessSample]: ...
+    @property
+    def processes_error(self) -> str | None: ...
+    def processes_on(self, gpu: GpuSample) -> list[ProcessSample]: ...
+
+
+def once_table(snapshots: Iterable[Snapshot], now: float | None = None) -> str:
     """One header line per host, one line per GPU with its processes (gpustat style)."""
     now = time.time() if now is None else now
     lines = []

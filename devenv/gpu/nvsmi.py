@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import asdict, dataclass
+from typing import Any
 
 # Values nvidia-smi prints where a field is unsupported or unreadable.
 NA_VALUES = {"", "N/A", "[N/A]", "[Not Supported]", "[Insufficient Permissions]", "[Unknown Error]",
@@ -96,7 +97,7 @@ class GpuInfo:
     compute_capability: str | None
     pci_bus_id: str | None
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 

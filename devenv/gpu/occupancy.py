@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from devenv.gpu.nvsmi import CALL, parse_csv, preamble
 from devenv.gpu.nvsmi import to_int as _int
@@ -80,7 +81,7 @@ class Occupancy:
     def gpu(self, uuid: str | None) -> GpuLoad | None:
         return next((g for g in self.gpus if g.uuid and g.uuid == uuid), None)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"t": self.t, "error": self.error,
                 "gpus": [g.__dict__ for g in self.gpus], "processes": [p.to_dict() for p in self.processes]}
 
@@ -185,7 +186,7 @@ class Sharer:
             bits.append(f"{self.util_pct}% util")
         return f"pid {self.pid} ({', '.join(bits)})"
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
 
 

@@ -12,6 +12,7 @@ from bisect import bisect_left
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, replace
+from typing import Any
 
 from devenv.gpu.nvsmi import NA_VALUES, parse_csv, query_command
 from devenv.gpu.nvsmi import to_float as _float
@@ -191,7 +192,7 @@ class GpuSample:
             "power": self.power_w, "sm_clock": self.sm_clock_mhz,
         }[name]
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["throttle_reasons"] = list(self.throttle_reasons) if self.throttle_reasons is not None else None
         return data
@@ -258,7 +259,7 @@ class ProcessSample:
     command: str | None = None     # the full command line (ps args)
     sm_pct: int | None = None      # SM utilisation from `nvidia-smi pmon` (None: "-", or pmon unavailable)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
@@ -314,7 +315,7 @@ class HostStats:
     cpu_jiffies: tuple[int, ...] = ()
     cpu_pct: float | None = None
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data.pop("cpu_jiffies")
         return data
@@ -345,16 +346,20 @@ def parse_apps_frame(lines: list[str]) -> AppsFrame:
     head = lines[0].split() if lines else []
     code = _int(head[1]) if len(head) > 1 else None
     code = -1 if code is None else code
-    csv_lines, users, cgroups = [], {}, {}
-    details: dict[int, tuple] = {}
+    csv_lines: list[str] = []
+    users: dict[int, str] = {}
+    cgroups: dict[int, list[str]] = {}
+    details: dict[int, tuple[float | None, int | None, int | None, str | None]] = {}  # ps: cpu, rss, runtime, args
     me = None
-    stats: dict = {}
+    stats: dict[str, Any] = {}  # HostStats' fields, as the lines give them
     pmon_lines: list[str] = []
     pmon_failed: list[str] = []   # what a pmon that exited non-zero printed
-    pmon_code, pmon_codes = 0, []
+    pmon_code = 0
+    pmon_codes: list[int] = []
     for line in lines[1:]:
         if line.startswith("@pmon "):
-            pmon_code = _int(line[6:]) if _int(line[6:]) is not None else -1
+            parsed = _int(line[6:])
+            pmon_code = parsed if parsed is not None else -1
             pmon_codes.append(pmon_code)
         elif line.startswith("@pm ") or line == "@pm":
             (pmon_failed if pmon_code else pmon_lines).append(line[4:])
@@ -395,7 +400,7 @@ def parse_apps_frame(lines: list[str]) -> AppsFrame:
     return AppsFrame(0, processes, None, me, host, parse_pmon(pmon_lines), sm_error)
 
 
-def _host_line(line: str, stats: dict) -> None:
+def _host_line(line: str, stats: dict[str, Any]) -> None:
     head, *words = line.split()
     if head == "@load" and words:
         stats["load1"] = _float(words[0])
@@ -426,8 +431,11 @@ class Gap:
     def duration(self, now: float) -> float:
         return (self.end if self.end is not None else now) - self.start
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+Point = GpuSample | Gap  # one entry of a GPU's history
 
 
 @dataclass
@@ -435,7 +443,7 @@ class GpuHistory:
     """The last `maxlen` points of one GPU: samples, and Gap markers where samples are missing."""
 
     maxlen: int = 300
-    points: deque = field(init=False)
+    points: deque[Point] = field(init=False)
 
     def __post_init__(self) -> None:
         self.points = deque(maxlen=self.maxlen)
@@ -458,14 +466,14 @@ class GpuHistory:
         return time_series(tuple(self.points), metric, width, now, step)
 
 
-def sample_step(points: tuple) -> float:
+def sample_step(points: tuple[Point, ...]) -> float:
     """The usual time between samples (the median spacing; 1 s when there are too few to tell)."""
     times = [p.t for p in points if isinstance(p, GpuSample)]
     diffs = sorted(b - a for a, b in zip(times, times[1:]) if b > a)
     return min(60.0, max(0.1, diffs[len(diffs) // 2])) if diffs else 1.0
 
 
-def time_series(points: tuple, metric: str, width: int, now: float | None = None, step: float | None = None,
+def time_series(points: tuple[Point, ...], metric: str, width: int, now: float | None = None, step: float | None = None,
                 ) -> list[float | None]:
     """Values of one metric in `width` cells of `step` seconds each, oldest first, the last ending at `now`
     (default: the newest sample). A cell holds the mean of its samples; an empty cell between two samples no

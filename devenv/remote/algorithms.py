@@ -11,6 +11,7 @@ before dialling, naming the option; a server that shares nothing with the list f
 from __future__ import annotations
 
 import fnmatch
+from collections.abc import Mapping, Sequence
 
 from devenv.errors import ProfileError
 
@@ -65,7 +66,7 @@ def resolve(keyword: str, value: str | None) -> str:
     return value
 
 
-def allowed(options: dict[str, object], keyword: str) -> list[str]:
+def allowed(options: Mapping[str, object], keyword: str) -> list[str]:
     """The hop's list (ssh -G's, or the parser's resolved one; empty when `-` took everything out); OpenSSH's
     default for a hop that names no list at all."""
     if keyword not in options:
@@ -73,7 +74,7 @@ def allowed(options: dict[str, object], keyword: str) -> list[str]:
     return [a for a in str(options[keyword] or "").strip().split(",") if a]
 
 
-def narrowed(options: dict[str, object], keyword: str, ours: list[str] | tuple[str, ...], label: str) -> list[str]:
+def narrowed(options: Mapping[str, object], keyword: str, ours: Sequence[str], label: str) -> list[str]:
     """ssh's list for the hop, in ssh's order, less what paramiko lacks; ProfileError when nothing is left."""
     wanted = allowed(options, keyword)
     left = [a for a in wanted if a in ours]
@@ -87,7 +88,7 @@ def narrowed(options: dict[str, object], keyword: str, ours: list[str] | tuple[s
     return left
 
 
-def key_accepted(options: dict[str, object], key_type: str) -> bool:
+def key_accepted(options: Mapping[str, object], key_type: str) -> bool:
     """Whether ssh would offer a key (or certificate) of key_type under the hop's PubkeyAcceptedAlgorithms:
     an RSA key goes out as rsa-sha2-512/256 (or ssh-rsa where listed), the others under their own name."""
     accepted = allowed(options, "pubkeyacceptedalgorithms")

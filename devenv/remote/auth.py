@@ -35,7 +35,7 @@ def authenticate(transport: paramiko.Transport, target: ResolvedTarget) -> None:
             if target.identities_only and key.asbytes() not in publics.values():
                 continue
             for cert in certs.get(key.asbytes(), ()):
-                with_cert = paramiko.AgentKey(agent, key.asbytes())
+                with_cert = paramiko.AgentKey(key.agent, key.asbytes())
                 if _with_cert(with_cert, cert) and attempt.offer(
                         with_cert, f"agent key {short_type(key.get_name())} {key.fingerprint} with certificate"):
                     return
@@ -46,14 +46,14 @@ def authenticate(transport: paramiko.Transport, target: ResolvedTarget) -> None:
                 continue  # the agent already offered this key
             if _is_public_only(path):
                 continue  # a .pub names an agent key; there is no private half to load
-            key = attempt.load(path)
-            if key is None or key.asbytes() in attempt.offered:
+            loaded = attempt.load(path)
+            if loaded is None or loaded.asbytes() in attempt.offered:
                 continue
-            for cert in certs.get(key.asbytes(), ()):
-                if _with_cert(key, cert) and attempt.offer(key, f"{path} with certificate {cert.key_type}"):
+            for cert in certs.get(loaded.asbytes(), ()):
+                if _with_cert(loaded, cert) and attempt.offer(loaded, f"{path} with certificate {cert.key_type}"):
                     return
-            key.public_blob = None  # then the plain key, as ssh does after its certificate
-            if attempt.offer(key, f"{path} ({short_type(key.get_name())} {key.fingerprint})"):
+            loaded.public_blob = None  # then the plain key, as ssh does after its certificate
+            if attempt.offer(loaded, f"{path} ({short_type(loaded.get_name())} {loaded.fingerprint})"):
                 return
         raise attempt.failure(agent_present=agent is not None, paths=paths)
     finally:
@@ -117,7 +117,7 @@ class _Attempt:
                 return None
         except FileNotFoundError:
             return None
-        except (paramiko.SSHException, paramiko.UnknownKeyType, ValueError, OSError) as e:
+        except (paramiko.SSHException, paramiko.pkey.UnknownKeyType, ValueError, OSError) as e:
             self.problems.append(f"cannot use key {path}: {e}")
             return None
         if not _can_prompt() or _batch_mode(self.target):
@@ -128,7 +128,8 @@ class _Attempt:
             if not passphrase:
                 return None
             try:
-                return paramiko.PKey.from_path(str(path), passphrase.encode())
+                # bytes: cryptography's loaders take nothing else (paramiko's annotation says str)
+                return paramiko.PKey.from_path(str(path), passphrase.encode())  # type: ignore[arg-type]
             except (paramiko.SSHException, ValueError, TypeError):
                 print("Bad passphrase, try again.", file=sys.stderr)
         self.problems.append(f"wrong passphrase for {path}")
@@ -206,8 +207,7 @@ def _public_blob(path: Path) -> bytes | None:
     for candidate in (path, _pub_of(path)):
         try:
             fields = candidate.read_text().split()
-            blob = paramiko.PublicBlob.from_string(" ".join(fields[:2])).key_blob
-            return blob
+            return paramiko.pkey.PublicBlob.from_string(" ".join(fields[:2])).key_blob
         except (OSError, ValueError, IndexError, UnicodeDecodeError):
             continue
     blob = _openssh_private_public_half(path)
@@ -242,16 +242,16 @@ def _openssh_private_public_half(path: Path) -> bytes | None:
         return None
 
 
-def _certificates(target: ResolvedTarget, paths: list[Path]) -> dict[bytes, list[paramiko.PublicBlob]]:
+def _certificates(target: ResolvedTarget, paths: list[Path]) -> dict[bytes, list[paramiko.pkey.PublicBlob]]:
     """Certificates by the blob of the key they certify: CertificateFile entries, then KEY-cert.pub files."""
-    found: dict[bytes, list[paramiko.PublicBlob]] = {}
+    found: dict[bytes, list[paramiko.pkey.PublicBlob]] = {}
     files = [Path(p) for p in getattr(target, "certificate_files", ())]
     files += [p.with_name(p.name.removesuffix(".pub") + "-cert.pub") for p in paths]
     for file in dict.fromkeys(files):
         if not file.is_file():  # missing, or a FIFO or device that a read would hang on
             continue
         try:
-            cert = paramiko.PublicBlob.from_file(str(file))
+            cert = paramiko.pkey.PublicBlob.from_file(str(file))
         except (OSError, ValueError, IndexError, UnicodeDecodeError):
             continue
         if not cert.key_type.endswith("-cert-v01@openssh.com"):
@@ -277,7 +277,7 @@ def _certificates(target: ResolvedTarget, paths: list[Path]) -> dict[bytes, list
     return found
 
 
-def _with_cert(key: paramiko.PKey, cert: paramiko.PublicBlob) -> bool:
+def _with_cert(key: paramiko.PKey, cert: paramiko.pkey.PublicBlob) -> bool:
     try:
         key.load_certificate(f"{cert.key_type} {base64.b64encode(cert.key_blob).decode()}")
     except (ValueError, paramiko.SSHException):
@@ -285,7 +285,7 @@ def _with_cert(key: paramiko.PKey, cert: paramiko.PublicBlob) -> bool:
     return True
 
 
-def _open_agent(identity_agent: str | None = None) -> paramiko.agent.AgentSSH | None:
+def _open_agent(identity_agent: str | None = None) -> _SocketAgent | None:
     if identity_agent == "none":
         return None
     path = identity_agent or os.environ.get("SSH_AUTH_SOCK")
@@ -309,11 +309,12 @@ def _open_agent(identity_agent: str | None = None) -> paramiko.agent.AgentSSH | 
 class _SocketAgent(paramiko.agent.AgentSSH):
     """paramiko's agent client on a socket we opened (paramiko.Agent only reads $SSH_AUTH_SOCK)."""
 
+    # AgentSSH's own connect and close (private, so its stubs leave them out) are what paramiko.Agent calls
     def connect(self, sock: socket.socket) -> None:
-        self._connect(sock)
+        self._connect(sock)  # type: ignore[attr-defined]
 
     def close(self) -> None:
-        self._close()
+        self._close()  # type: ignore[attr-defined]
 
 
 def _batch_mode(target: ResolvedTarget) -> bool:

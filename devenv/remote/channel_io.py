@@ -57,7 +57,7 @@ class ChannelIO:
             self.channel.shutdown_write()
             return
 
-        def feed():
+        def feed() -> None:
             try:
                 self.channel.sendall(data)
                 self.channel.shutdown_write()

@@ -13,6 +13,7 @@ exit is noticed at once (the socket closes) and its stderr is quoted in the erro
 
 from __future__ import annotations
 
+import io
 import logging
 import os
 import signal
@@ -62,7 +63,7 @@ def close_chain(transports: list[paramiko.Transport]) -> None:
 class ProxySocket(socket.socket):
     """Our end of a socket pair whose other end is a ProxyCommand's stdin and stdout."""
 
-    proc: subprocess.Popen
+    proc: subprocess.Popen[bytes]
     command: str
     _stderr: bytearray
     _watcher: threading.Thread
@@ -72,7 +73,7 @@ class ProxySocket(socket.socket):
         ours, theirs = socket.socketpair()
         shell = os.environ.get("SHELL") or "/bin/sh"
         try:
-            proc = subprocess.Popen([shell, "-c", f"exec {command}"], stdin=theirs, stdout=theirs,
+            proc = subprocess.Popen([shell, "-c", f"exec {command}"], stdin=theirs.fileno(), stdout=theirs.fileno(),
                                     stderr=subprocess.PIPE, close_fds=True, start_new_session=True)
         except OSError:
             ours.close()
@@ -87,8 +88,9 @@ class ProxySocket(socket.socket):
 
     def _watch(self) -> None:
         """Collect stderr (bounded) and, when the command exits, end our side so paramiko sees EOF now."""
-        assert self.proc.stderr is not None
-        for chunk in iter(lambda: self.proc.stderr.read1(4096), b""):  # type: ignore[union-attr]
+        stderr = self.proc.stderr
+        assert isinstance(stderr, io.BufferedIOBase)  # a PIPE, buffered (read1: what has come, up to 4096)
+        for chunk in iter(lambda: stderr.read1(4096), b""):
             if len(self._stderr) < 16384:
                 self._stderr += chunk
         self.proc.wait()
@@ -121,8 +123,10 @@ class ProxySocket(socket.socket):
                 pass
 
 
-def _connect(hop: ResolvedTarget, via: paramiko.Transport | None, via_hop: ResolvedTarget | None):
+def _connect(hop: ResolvedTarget, via: paramiko.Transport | None,
+             via_hop: ResolvedTarget | None) -> paramiko.Channel | socket.socket:
     if via is not None:
+        assert via_hop is not None  # a hop dialled through another knows which
         try:
             return via.open_channel("direct-tcpip", (hop.hostname, hop.port), ("127.0.0.1", 0),
                                     timeout=hop.connect_timeout)
@@ -146,8 +150,12 @@ def _connect(hop: ResolvedTarget, via: paramiko.Transport | None, via_hop: Resol
     except socket.gaierror:
         only = {socket.AF_INET: " as IPv4 (AddressFamily inet)",
                 socket.AF_INET6: " as IPv6 (AddressFamily inet6)"}.get(family, "")
+        from devenv.config.ssh_hosts import did_you_mean
+
+        meant = did_you_mean(hop.label) if hop.hostname == hop.label else None  # a name typed, not a HostName
         raise ConnectError(f"cannot resolve host name '{hop.hostname}' ({hop.label}){only}",
-                           "check HostName in the profile or ~/.ssh/config, and your DNS / VPN") from None
+                           (f"did you mean {meant}? (a host profile or ssh alias) " if meant else "")
+                           + "check HostName in the profile or ~/.ssh/config, and your DNS / VPN") from None
     except ConnectionRefusedError:
         raise ConnectError(f"cannot connect to {hop.label} at {hop.address}: connection refused",
                            f"is sshd running and listening on port {hop.port}? check Port in the profile or "
@@ -204,7 +212,7 @@ def _tcp_connect(hop: ResolvedTarget, family: int) -> socket.socket:
     raise last or OSError(f"no address for {hop.hostname}")
 
 
-def _session(sock, hop: ResolvedTarget, accept_new_host: bool) -> paramiko.Transport:
+def _session(sock: paramiko.Channel | socket.socket, hop: ResolvedTarget, accept_new_host: bool) -> paramiko.Transport:
     try:
         transport = paramiko.Transport(sock)
     except _NETWORK_ERRORS as e:
@@ -256,7 +264,7 @@ def _session(sock, hop: ResolvedTarget, accept_new_host: bool) -> paramiko.Trans
         raise _proxy_failure(sock, hop) or _lost_during_setup(hop, e) from None
 
 
-def _handshake_error(sock, hop: ResolvedTarget, e: BaseException) -> ConnectError:
+def _handshake_error(sock: paramiko.Channel | socket.socket, hop: ResolvedTarget, e: BaseException) -> ConnectError:
     proxy = _proxy_failure(sock, hop)
     if proxy is not None:
         return proxy
@@ -274,7 +282,7 @@ def _handshake_error(sock, hop: ResolvedTarget, e: BaseException) -> ConnectErro
                         f"{hop.hostname}` shows the same exchange)")
 
 
-def _proxy_failure(sock, hop: ResolvedTarget) -> ConnectError | None:
+def _proxy_failure(sock: paramiko.Channel | socket.socket, hop: ResolvedTarget) -> ConnectError | None:
     if not isinstance(sock, ProxySocket):
         return None
     report = sock.exit_report()

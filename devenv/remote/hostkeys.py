@@ -20,7 +20,6 @@ import binascii
 import hashlib
 import hmac
 import os
-import re
 import subprocess
 import threading
 import time
@@ -29,24 +28,14 @@ from pathlib import Path
 
 from devenv.config import paths
 from devenv.errors import HostKeyError
+from devenv.remote.known_hosts_lines import KnownKey as KnownKey  # re-exported: hostkeys' own API
+from devenv.remote.known_hosts_lines import entries_for as entries_for
+from devenv.remote.known_hosts_lines import fingerprint as fingerprint
+from devenv.remote.sshconfig import ResolvedTarget
 from devenv.remote.sshlib import paramiko
 
 _write_lock = threading.Lock()
 _KRL_MAGIC = b"SSHKRL\n\0"
-
-
-@dataclass(frozen=True)
-class KnownKey:
-    key_type: str
-    blob: bytes
-    revoked: bool = False
-    ca: bool = False
-    source: str = ""
-
-
-def fingerprint(blob: bytes) -> str:
-    digest = base64.b64encode(hashlib.sha256(blob).digest()).decode().rstrip("=")
-    return f"SHA256:{digest}"
 
 
 def entry_name(hostname: str, port: int) -> str:
@@ -61,19 +50,19 @@ def short_type(key_type: str) -> str:
     return key_type.removeprefix("ssh-").replace("-cert-v01@openssh.com", "-CERT").upper()
 
 
-def lookup_name(hop) -> str:
+def lookup_name(hop: ResolvedTarget) -> str:
     """The known_hosts name for a hop: its HostKeyAlias as is, else [host]:port (lower-cased)."""
-    return hop.host_key_alias if getattr(hop, "host_key_alias", None) else entry_name(hop.hostname, hop.port)
+    return hop.host_key_alias or entry_name(hop.hostname, hop.port)
 
 
-def user_files(hop) -> list[Path]:
+def user_files(hop: ResolvedTarget) -> list[Path]:
     """The hop's UserKnownHostsFile list as resolved ([] for `UserKnownHostsFile none`); a hop that names
     none (no ResolvedTarget) gets devenv's default file."""
     listed = getattr(hop, "known_hosts_files", None)
     return [paths.known_hosts_path()] if listed is None else [Path(p) for p in listed]
 
 
-def hop_files(hop) -> list[Path]:
+def hop_files(hop: ResolvedTarget) -> list[Path]:
     return user_files(hop) + [Path(p) for p in getattr(hop, "global_known_hosts_files", ())]
 
 
@@ -90,27 +79,6 @@ def known_keys(hostname: str, port: int, path: Path | None = None, *, name: str 
         except (FileNotFoundError, NotADirectoryError, PermissionError, IsADirectoryError):
             continue
         found += entries_for(name, lines, str(file))
-    return found
-
-
-def entries_for(name: str, lines: list[str], source: str) -> list[KnownKey]:
-    """The known_hosts lines (plain, @revoked, @cert-authority) whose host pattern matches name; a malformed
-    line is skipped, never fatal."""
-    found = []
-    for line in lines:
-        fields = line.split()
-        if not fields or fields[0].startswith("#"):
-            continue
-        marker = fields.pop(0) if fields[0].startswith("@") else None
-        if marker not in (None, "@revoked", "@cert-authority") or len(fields) < 3:
-            continue
-        try:
-            blob = base64.b64decode(fields[2], validate=True)
-        except (binascii.Error, ValueError):
-            continue
-        if _names_match(fields[0], name):
-            found.append(KnownKey(fields[1], blob, revoked=marker == "@revoked", ca=marker == "@cert-authority",
-                                  source=source))
     return found
 
 
@@ -132,7 +100,7 @@ def preferred_key_types(known: list[KnownKey]) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def verify_hop(hop, key: paramiko.PKey, *, accept_new: bool) -> str:
+def verify_hop(hop: ResolvedTarget, key: paramiko.PKey, *, accept_new: bool) -> str:
     """Check the key a hop presented (a paramiko PKey, perhaps carrying a host certificate); raise
     HostKeyError unless trusted. Returns how it was trusted ("known", "certificate", "recorded")."""
     from devenv.remote import known_hosts_command
@@ -208,8 +176,8 @@ def verify_hop(hop, key: paramiko.PKey, *, accept_new: bool) -> str:
     return "recorded"
 
 
-def _known_without_port(hop, files: list[Path], key_type: str, blob: bytes, trusted: list[KnownKey], label: str,
-                        presented: str) -> bool:
+def _known_without_port(hop: ResolvedTarget, files: list[Path], key_type: str, blob: bytes, trusted: list[KnownKey],
+                        label: str, presented: str) -> bool:
     """ssh's second look for a host on a port other than 22 (sshconnect.c, "checking without port
     identifier"): with no HostKeyAlias and no key of this type known as [host]:port, an entry for the bare host
     name with this very key lets it in. Only the files are read again (not KnownHostsCommand), nothing is
@@ -231,18 +199,9 @@ def _revoked(label: str, source: str, presented: str) -> HostKeyError:
 def verify(label: str, hostname: str, port: int, key_type: str, blob: bytes, *, accept_new: bool,
            path: Path | None = None) -> None:
     """The single-file form (kept for callers that have no ResolvedTarget)."""
-    hop = _Hop(label, hostname, port, (str(path or paths.known_hosts_path()),))
+    hop = ResolvedTarget(label, hostname, port, user="", identity_files=(), identities_only=False, connect_timeout=0,
+                         server_alive_interval=0, known_hosts_files=(str(path or paths.known_hosts_path()),))
     verify_hop(hop, paramiko.PKey.from_type_string(key_type, blob), accept_new=accept_new)
-
-
-@dataclass(frozen=True)
-class _Hop:
-    label: str
-    hostname: str
-    port: int
-    known_hosts_files: tuple[str, ...]
-    host_key_alias: str | None = None
-    strict_host_key_checking: str = "ask"
 
 
 def record(name: str, key_type: str, blob: bytes, path: Path, *, hashed: bool = False) -> None:
@@ -269,7 +228,7 @@ def record(name: str, key_type: str, blob: bytes, path: Path, *, hashed: bool = 
 
 # --- RevokedHostKeys ----------------------------------------------------------------------------------
 
-def _check_revoked_file(hop, label: str, presented: str, blobs: list[bytes]) -> None:
+def _check_revoked_file(hop: ResolvedTarget, label: str, presented: str, blobs: list[bytes]) -> None:
     path = getattr(hop, "revoked_host_keys", None)
     if not path:
         return
@@ -416,29 +375,3 @@ def _sha1_rsa_ok(ca: paramiko.PKey, signed: bytes, signature: bytes) -> bool:
     except InvalidSignature:
         return False
     return True
-
-
-# --- host patterns ------------------------------------------------------------------------------------
-
-def _names_match(field: str, name: str) -> bool:
-    name = name.lower()
-    if field.startswith("|1|"):
-        try:
-            salt_b64, hash_b64 = field[3:].split("|", 1)
-            salt, want = base64.b64decode(salt_b64), base64.b64decode(hash_b64)
-        except (ValueError, binascii.Error):
-            return False
-        return hmac.compare_digest(hmac.new(salt, name.encode(), hashlib.sha1).digest(), want)
-    matched = False
-    for pattern in field.split(","):
-        negated = pattern.startswith("!")
-        if _glob(pattern.lstrip("!")).fullmatch(name):
-            if negated:
-                return False
-            matched = True
-    return matched
-
-
-def _glob(pattern: str) -> re.Pattern:
-    """OpenSSH patterns: only * and ? are wildcards (brackets in `[host]:port` are literal)."""
-    return re.compile("".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in pattern.lower()))

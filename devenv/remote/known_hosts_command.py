@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from devenv.errors import HostKeyError
-from devenv.remote.hostkeys import KnownKey, entries_for, fingerprint
+from devenv.remote.known_hosts_lines import KnownKey, entries_for, fingerprint
 
 TIMEOUT_S = 30.0
 _OUTPUT_LIMIT = 1 << 20     # known_hosts lines, not a stream: more than a MiB is not read
@@ -111,7 +111,7 @@ def _run_bounded(argv: list[str]) -> tuple[int | None, bytes, bytes]:
 
 
 def _argv(template: str, hop: Any, invocation: str, name: str, key: Any, label: str) -> list[str]:
-    from devenv.remote.sshconfig import expand_tokens, local_user, token_table
+    from devenv.remote.ssh_tokens import expand_tokens, local_user, token_table
 
     try:
         words = shlex.split(template)

@@ -53,8 +53,8 @@ class LocalConnection:
                 else:
                     *lines, out = (out + chunk).split(b"\n")
                     yield from (line.decode(errors="replace") for line in lines)
-            if proc.timed_out:
-                raise CommandTimeout(command, timeout, self.name)
+            if proc.timed_out:  # only with a deadline, so with a timeout
+                raise CommandTimeout(command, timeout or 0.0, self.name)
             if out:
                 yield out.decode(errors="replace")
         if proc.exit_code != 0:
@@ -82,7 +82,7 @@ class LocalConnection:
     def __enter__(self) -> LocalConnection:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         pass
 
     def __repr__(self) -> str:
@@ -104,6 +104,7 @@ class _Process:
         self._exit_time: float | None = None
 
     def _feed(self, data: bytes) -> None:
+        assert self.proc.stdin is not None  # a PIPE when there is data
         try:
             self.proc.stdin.write(data)
             self.proc.stdin.close()
@@ -112,6 +113,7 @@ class _Process:
 
     def output(self, deadline: float | None) -> Iterator[tuple[bool, bytes]]:
         """(is_stderr, chunk) until the output ends; sets timed_out instead of passing the deadline."""
+        assert self.proc.stdout is not None and self.proc.stderr is not None  # both PIPEs
         sel = selectors.DefaultSelector()
         sel.register(self.proc.stdout, selectors.EVENT_READ)
         sel.register(self.proc.stderr, selectors.EVENT_READ)
@@ -126,7 +128,7 @@ class _Process:
                 if exited_at is not None and now - max(exited_at, last_output) > _QUIET_AFTER_EXIT:
                     break  # a background child holds the pipes; the command itself is done
                 for key, _ in sel.select(min(0.2, deadline - now) if deadline is not None else 0.2):
-                    chunk = os.read(key.fileobj.fileno(), 65536)
+                    chunk = os.read(key.fd, 65536)
                     if not chunk:
                         sel.unregister(key.fileobj)
                         continue
@@ -149,7 +151,7 @@ class _Process:
     def __enter__(self) -> _Process:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         if not self.finished:  # timeout, closed stream, Ctrl-C: the command must not outlive us
             _kill_group(self.proc)
         for pipe in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
@@ -160,7 +162,7 @@ class _Process:
                     pass
 
 
-def _kill_group(proc: subprocess.Popen) -> None:
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
     """TERM the whole process group, give it 2 s, then KILL what is left; reap the child."""
     _signal_group(proc.pid, signal.SIGTERM)
     deadline = time.monotonic() + 2

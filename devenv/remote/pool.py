@@ -7,17 +7,21 @@ from __future__ import annotations
 
 import atexit
 import threading
+from typing import TYPE_CHECKING
 
 from devenv.errors import ConnectError
 from devenv.remote.base import Connection
 from devenv.remote.local import LocalConnection
 from devenv.remote.ssh import SSHConnection
 
-_pool: dict[tuple, Connection] = {}
+if TYPE_CHECKING:  # a host profile, for its type only
+    from devenv.config.profiles import HostProfile, SSHTarget
+
+_pool: dict[tuple[str, bool, SSHTarget | None], Connection] = {}
 _lock = threading.Lock()
 
 
-def get_connection(host, *, accept_new_host: bool = False) -> Connection:
+def get_connection(host: HostProfile, *, accept_new_host: bool = False) -> Connection:
     """The pooled connection for a devenv.config.profiles.HostProfile (LocalConnection for a `local` host).
 
     accept_new_host=True lets the connection record an unknown host key (never a changed one)."""
@@ -32,7 +36,7 @@ def get_connection(host, *, accept_new_host: bool = False) -> Connection:
         return conn
 
 
-def new_connection(host, *, accept_new_host: bool = False) -> Connection:
+def new_connection(host: HostProfile, *, accept_new_host: bool = False) -> Connection:
     """A connection of its own for host, outside the pool (closing it affects no one else): for a monitor
     stream per Slurm node, each ending with its own connection."""
     return _new_connection(host, accept_new_host)
@@ -46,7 +50,7 @@ def close_all() -> None:
         conn.close()
 
 
-def _new_connection(host, accept_new_host: bool) -> Connection:
+def _new_connection(host: HostProfile, accept_new_host: bool) -> Connection:
     if host.local:
         return LocalConnection(host.name)
     if host.ssh is None:

@@ -11,14 +11,17 @@ import os
 import shlex
 import shutil
 import subprocess
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from devenv.errors import BadInputError, ConnectError, DevenvError
+from devenv.remote import gitignore
+from devenv.remote.gitignore import Selection
 
-# rsync reads .gitignore in every folder it sends (a per-directory merge file): what git ignores stays here.
-GITIGNORE_FILTER = "--filter=:- .gitignore"
+# What git ignores here is left out by rules made from git's own answer (remote/gitignore.py), given in a file;
+# with --delete, files there that a .gitignore pattern names are protected (receiver side only): outputs made
+# there are never deleted because they do not exist here.
+RECEIVER_PROTECT = "--filter=:r- .gitignore"
 
 
 @dataclass(frozen=True)
@@ -44,17 +47,56 @@ def check_subdir(value: str, what: str) -> str:
     return str(path)
 
 
-def push_argv(local_dir: Path, target: Target, subdir: str, delete: bool, rsync: str = "rsync") -> list[str]:
-    """rsync argv sending local_dir's contents into workspace/subdir (gitignored files stay here)."""
-    argv = _base(target, rsync) + [GITIGNORE_FILTER]
+def push_argv(local_dir: Path, target: Target, subdir: str, delete: bool, rsync: str = "rsync",
+              rules: Path | None = None) -> list[str]:
+    """rsync argv sending local_dir's contents into workspace/subdir, leaving out what the rules file (exclude
+    rules, gitignore.exclude_rules) names."""
+    argv = _base(target, rsync)
+    if rules is not None:
+        argv += [f"--exclude-from={rules}"]
     if delete:
-        argv.append("--delete")  # files gone here go there too; gitignored ones there are protected
+        argv += ["--delete", RECEIVER_PROTECT]  # files gone here go there too; gitignored ones there are kept
     return argv + ["--", f"{local_dir.resolve()}/", target.remote(subdir) + "/"]
+
+
+def push(local_dir: Path, target: Target, subdir: str, delete: bool, rsync: str = "rsync") -> Selection:
+    """Send the project as git sees it (tracked + untracked not ignored; never .git/); returns what was chosen."""
+    import tempfile
+
+    selection = gitignore.select(local_dir)
+    fd, name = tempfile.mkstemp(prefix="devenv-sync-", suffix=".rules")  # 0600
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(gitignore.exclude_rules(selection))
+        run(push_argv(local_dir, target, subdir, delete, rsync, Path(name)))
+    finally:
+        os.unlink(name)
+    return selection
 
 
 def pull_argv(target: Target, subdir: str, local_dir: Path, rsync: str = "rsync") -> list[str]:
     """rsync argv bringing workspace/subdir back into local_dir (no gitignore filter: outputs usually are)."""
     return _base(target, rsync) + ["--", target.remote(subdir) + "/", f"{local_dir.resolve()}/"]
+
+
+def pull(target: Target, subdir: str, into: Path, rsync: str = "rsync") -> None:
+    """Bring workspace/subdir back into `into`. A path that is not there is one error (bad input), and leaves no
+    empty folder here (the ones made for it are taken away again)."""
+    made = [p for p in (into, *into.parents) if not p.exists()]  # deepest first
+    try:
+        if not _has_mkpath(rsync):
+            into.mkdir(parents=True, exist_ok=True)
+        run(pull_argv(target, subdir, into, rsync))
+    except DevenvError as e:
+        for folder in made:
+            try:
+                folder.rmdir()  # only an empty one: nothing that arrived is lost
+            except OSError:
+                break
+        if "No such file or directory" in e.message and ("change_dir" in e.message or "link_stat" in e.message):
+            raise BadInputError(f"{target.remote(subdir)} does not exist in the environment",
+                                "name a path inside the synced folder (`devenv exec HOST -- ls` lists it)") from None
+        raise
 
 
 def _base(target: Target, rsync: str) -> list[str]:
@@ -99,20 +141,14 @@ def run(argv: list[str]) -> None:
         raise DevenvError(f"rsync failed: {tail}", hint)
 
 
-def tree_state(root: Path) -> dict[str, tuple[int, int]]:
-    """{relative path: (mtime_ns, size)} of every file under root: two states differ when something changed."""
+def tree_state(root: Path, selection: Selection) -> dict[str, tuple[int, int]]:
+    """{relative path: (mtime_ns, size)} of every file the selection sends: two states differ when something that
+    is sent changed (an ignored file, or git's own churn under .git, is no change)."""
     state: dict[str, tuple[int, int]] = {}
-    for path in _files(root):
+    for path in gitignore.files_of(root, selection):
         try:
             st = path.lstat()
         except OSError:
             continue
         state[str(path.relative_to(root))] = (st.st_mtime_ns, st.st_size)
     return state
-
-
-def _files(root: Path) -> Iterator[Path]:
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = [d for d in dirnames if d != ".git"]  # git's own churn (index, locks) is no edit
-        for name in filenames:
-            yield Path(dirpath) / name

@@ -18,6 +18,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import replace
 from shlex import quote
+from typing import TYPE_CHECKING
 
 from devenv.errors import CommandFailed, CommandTimeout, ConnectError, DevenvError
 from devenv.remote import dial, keepalive
@@ -25,6 +26,9 @@ from devenv.remote.base import DEFAULT_TIMEOUT, Result
 from devenv.remote.channel_io import ChannelIO, stop_script, wrap_command
 from devenv.remote.sshconfig import ResolvedTarget, resolve
 from devenv.remote.sshlib import paramiko
+
+if TYPE_CHECKING:  # the ssh section of a host profile; for its type only
+    from devenv.config.profiles import SSHTarget
 
 log = logging.getLogger(__name__)  # under "devenv": `devenv -v` / DEVENV_DEBUG=1 show it (cli.setup_logging)
 
@@ -35,13 +39,15 @@ _MAX_CONCURRENT_RUNS = 6
 
 
 class SSHConnection:
-    def __init__(self, target, *, name: str | None = None, accept_new_host: bool = False):
-        """target: a devenv.config.profiles.SSHTarget, or an already ResolvedTarget."""
+    def __init__(self, target: SSHTarget | ResolvedTarget, *, name: str | None = None,
+                 accept_new_host: bool = False):
+        """target: a host profile's ssh section, or an already ResolvedTarget."""
         self._target = target
-        self.name = name or getattr(target, "label", None) or target.alias or target.hostname
+        given = target.label if isinstance(target, ResolvedTarget) else target.alias or target.hostname
+        self.name: str = name or given or ""  # "" only for a target naming no host, which resolve refuses
         self.accept_new_host = accept_new_host
         self._chain: list[paramiko.Transport] = []
-        self._resolved: ResolvedTarget | None = target if isinstance(target, ResolvedTarget) else None
+        self._resolved = target if isinstance(target, ResolvedTarget) else None
         self._lock = threading.Lock()
         self._runs = threading.BoundedSemaphore(_MAX_CONCURRENT_RUNS)
         # paramiko keeps one "last error" per transport: two threads opening channels at once can read each
@@ -63,6 +69,7 @@ class SSHConnection:
     @property
     def resolved(self) -> ResolvedTarget:
         if self._resolved is None:  # resolved at first use, so ~/.ssh/config errors surface there
+            assert not isinstance(self._target, ResolvedTarget)  # one is resolved from the start
             self._resolved = replace(resolve(self._target), label=self.name)
         return self._resolved
 
@@ -115,7 +122,7 @@ class SSHConnection:
     def __enter__(self) -> SSHConnection:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def __repr__(self) -> str:
@@ -167,8 +174,8 @@ class SSHConnection:
                 yield from io.take_lines()
                 if io.finished():
                     break
-                if deadline and time.monotonic() >= deadline:
-                    raise CommandTimeout(command, timeout, self.name)
+                if deadline and time.monotonic() >= deadline:  # only with a timeout
+                    raise CommandTimeout(command, timeout or 0.0, self.name)
                 io.wait(min(0.5, deadline - time.monotonic()) if deadline else 0.5)
                 io.drain()
             io.drain()
@@ -230,7 +237,7 @@ class SSHConnection:
                                                  timeout=self.resolved.connect_timeout)
             channel.close()
         except paramiko.ChannelException as e:
-            if e.code == paramiko.OPEN_FAILED_ADMINISTRATIVELY_PROHIBITED:
+            if e.code == paramiko.common.OPEN_FAILED_ADMINISTRATIVELY_PROHIBITED:
                 return False, "sshd refuses TCP forwarding (administratively prohibited)"
             return True, "sshd allows TCP forwarding"
         except _CHANNEL_ERRORS as e:
@@ -250,7 +257,7 @@ class SSHConnection:
             with self._opening:
                 channel = transport.open_channel("direct-tcpip", (host, port), ("127.0.0.1", 0), timeout=timeout)
         except paramiko.ChannelException as e:
-            if e.code == paramiko.OPEN_FAILED_ADMINISTRATIVELY_PROHIBITED:
+            if e.code == paramiko.common.OPEN_FAILED_ADMINISTRATIVELY_PROHIBITED:
                 raise CannotProbe(f"sshd on {self.name} refuses TCP forwarding",
                                   "allow it (AllowTcpForwarding local) for tunnels and quick probes") from None
             raise ConnectionRefusedError(f"{host}:{port}: {e.text or 'connect failed'}") from None

@@ -11,13 +11,28 @@ import functools
 import os
 import shutil
 import subprocess
+from dataclasses import dataclass
 
 from devenv.errors import ConnectError, ProfileError
+
+
+@dataclass(frozen=True)
+class Overrides:
+    """Command-line-like settings applied before the config lookup (ssh's -l, -p, -i, -J, -o)."""
+    user: str | None = None
+    port: int | None = None
+    identity_file: str | None = None
+    jump: str | None = None
+    hostname: str | None = None
+    connect_timeout: float | None = None
+
 
 # Options that may appear several times in `ssh -G` output; the others keep their single (first) value.
 MULTI = frozenset({"identityfile", "certificatefile", "localforward", "remoteforward", "dynamicforward",
                    "sendenv", "setenv", "canonicaldomains"})
 _TIMEOUT = 10.0
+# An option table as `ssh -G` prints it (keys lower-case): a word or line, or the values of a repeated option.
+SshOptions = dict[str, str | list[str]]
 
 
 @functools.lru_cache(maxsize=1)
@@ -32,7 +47,7 @@ def ssh_binary() -> str | None:
     return _ssh_binary_cached(os.environ.get("PATH", os.defpath))
 
 
-def query(args: list[str], destination: str, config_file: str | None) -> dict[str, str | list[str]]:
+def query(args: list[str], destination: str, config_file: str | None) -> SshOptions:
     """`ssh -G [-F config_file] ARGS -- destination` as {option: value or [values]} (keys lower-case)."""
     binary = ssh_binary()
     if binary is None:
@@ -56,8 +71,8 @@ def query(args: list[str], destination: str, config_file: str | None) -> dict[st
     return parse_output(proc.stdout)
 
 
-def parse_output(text: str) -> dict[str, str | list[str]]:
-    options: dict[str, str | list[str]] = {}
+def parse_output(text: str) -> SshOptions:
+    options: SshOptions = {}
     for line in text.splitlines():
         key, _, value = line.partition(" ")
         key = key.lower()

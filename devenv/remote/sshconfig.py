@@ -12,15 +12,25 @@ h2's own ProxyJump), and h1 is looked up alone, so only the first hop's own Prox
 from __future__ import annotations
 
 import os
-import pwd
 import re
-import socket
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from devenv.config import paths
 from devenv.errors import ConnectError, ProfileError
 from devenv.remote import ssh_g
+from devenv.remote.ssh_g import Overrides as Overrides  # re-exported: sshconfig's own API
+from devenv.remote.ssh_g import SshOptions
+from devenv.remote.ssh_tokens import expand_path as expand_path  # re-exported: sshconfig's own API
+from devenv.remote.ssh_tokens import expand_tilde as expand_tilde
+from devenv.remote.ssh_tokens import expand_tokens as expand_tokens
+from devenv.remote.ssh_tokens import local_home as local_home
+from devenv.remote.ssh_tokens import local_user as local_user
+from devenv.remote.ssh_tokens import token_table as token_table
+
+if TYPE_CHECKING:  # config.profiles is the ssh section's home; imported for its type only (no L0 cycle)
+    from devenv.config.profiles import SSHTarget
 
 DEFAULT_CONNECT_TIMEOUT = 15.0   # OpenSSH waits for the OS's TCP timeout (minutes); we prefer a clear error
 DEFAULT_ALIVE_INTERVAL = 30.0
@@ -57,7 +67,7 @@ class ResolvedTarget:
     revoked_host_keys: str | None = None
     strict_host_key_checking: str = "ask"      # yes / ask / accept-new / no (as OpenSSH spells them)
     resolved_by: str = "ssh -G"
-    options: dict = field(default_factory=dict, compare=False, repr=False)
+    options: SshOptions = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def address(self) -> str:
@@ -68,35 +78,6 @@ class ResolvedTarget:
         return f"{self.user}@{self.address}"
 
 
-@dataclass(frozen=True)
-class Overrides:
-    """Command-line-like settings applied before the config lookup (ssh's -l, -p, -i, -J, -o)."""
-    user: str | None = None
-    port: int | None = None
-    identity_file: str | None = None
-    jump: str | None = None
-    hostname: str | None = None
-    connect_timeout: float | None = None
-
-
-def local_user() -> str:
-    """The login name of the real uid, as OpenSSH takes it (never $USER, which the environment may change)."""
-    try:
-        return pwd.getpwuid(os.getuid()).pw_name
-    except KeyError:
-        return str(os.getuid())
-
-
-def local_home() -> str:
-    """`~` and %d in ssh config values, and where the default keys live: the real uid's passwd home, as
-    OpenSSH takes it ($HOME is ignored, as ssh ignores it; a profile's own identity_file, like `ssh -i ~/k`
-    typed in a shell, is expanded with $HOME)."""
-    try:
-        return pwd.getpwuid(os.getuid()).pw_dir
-    except KeyError:
-        return os.environ.get("HOME") or "/"
-
-
 def check_name(value: str, what: str) -> str:
     """A host/user/hop value safe to hand to ssh: never an option, never several words or a config line."""
     if not value or value.startswith("-") or not _SAFE_NAME.match(value):
@@ -105,8 +86,8 @@ def check_name(value: str, what: str) -> str:
     return value
 
 
-def resolve(target) -> ResolvedTarget:
-    """target: a devenv.config.profiles.SSHTarget (duck-typed so this module stays free of L0 cycles)."""
+def resolve(target: SSHTarget) -> ResolvedTarget:
+    """target: a host profile's ssh section."""
     name = target.alias or target.hostname
     if not name:
         raise ConnectError("the host profile's ssh section names neither an alias nor a hostname",
@@ -149,7 +130,7 @@ def parse_hop(spec: str) -> tuple[str | None, str, int | None]:
     return user, host, port
 
 
-def lookup(name: str, ov: Overrides) -> dict:
+def lookup(name: str, ov: Overrides) -> SshOptions:
     """The option table OpenSSH would use for `ssh [overrides] name` (keys lower-case, like `ssh -G`)."""
     check_name(name, "host name")
     if ssh_g.ssh_binary() is not None:
@@ -215,7 +196,7 @@ def _resolve(name: str, ov: Overrides, *, depth: int, label: str) -> ResolvedTar
     return resolved
 
 
-def from_options(opts: dict, name: str, label: str, ov: Overrides | None = None) -> ResolvedTarget:
+def from_options(opts: SshOptions, name: str, label: str, ov: Overrides | None = None) -> ResolvedTarget:
     """Build a ResolvedTarget from an `ssh -G`-style option table, expanding the tokens ssh -G leaves."""
     hostname = str(opts.get("hostname") or name)
     port = _port(str(opts.get("port") or "22"), f"Port for {name}")
@@ -275,7 +256,7 @@ _CANNOT_FOLLOW = (
 )
 
 
-def _refuse_what_devenv_cannot_do(opts: dict, label: str) -> None:
+def _refuse_what_devenv_cannot_do(opts: SshOptions, label: str) -> None:
     """devenv logs in with keys only: where the ssh config keeps ssh from offering keys at all, connecting with
     them anyway would not be what ssh does; nor would ignoring an option of _CANNOT_FOLLOW. Both are refused
     before anything is dialled."""
@@ -296,7 +277,7 @@ def _refuse_what_devenv_cannot_do(opts: dict, label: str) -> None:
                                hint.format(label=label) + "; nothing was dialled")
 
 
-def _known_hosts_files(opts: dict) -> tuple[str, ...]:
+def _known_hosts_files(opts: SshOptions) -> tuple[str, ...]:
     """UserKnownHostsFile's files; () for `none` (no user file at all: only the global ones, as ssh)."""
     words = file_list(opts.get("userknownhostsfile"))
     if words and all(w.lower() == "none" for w in words):
@@ -313,7 +294,7 @@ def _known_hosts_files(opts: dict) -> tuple[str, ...]:
     return tuple(files)
 
 
-def file_list(value) -> list[str]:
+def file_list(value: object) -> list[str]:
     """A file-list option's paths: a list from devenv's parser, which read the config's quotes; from `ssh -G`
     a line of paths joined by single spaces, so that a path holding a space comes back in pieces. Every path
     ssh -G prints there is expanded (absolute; ~ from an older ssh) or `none`: a piece that starts otherwise
@@ -329,81 +310,15 @@ def file_list(value) -> list[str]:
     return paths
 
 
-# --- tokens --------------------------------------------------------------------------------------------
-
-def token_table(*, hostname: str, port: int, user: str, original: str, alias: str | None) -> dict[str, str]:
-    import hashlib
-
-    local_full = socket.gethostname()  # %l: gethostname() as ssh takes it; %L: up to the first dot
-    local_short = local_full.split(".")[0]
-    return {
-        "%": "%", "h": hostname, "p": str(port), "r": user, "n": original, "u": local_user(),
-        "d": local_home(), "i": str(os.getuid()), "L": local_short, "l": local_full,
-        "k": alias or original,
-        "C": hashlib.sha1(f"{local_full}{hostname}{port}{user}".encode()).hexdigest(),
-    }
-
-
-def expand_tokens(text: str, tokens: dict[str, str], what: str, allowed: str | None = None,
-                  env: bool = False) -> str:
-    """%-tokens (and, with env, ${VAR}) as OpenSSH expands them, in one pass: what a token or a variable
-    yields is never expanded again. An unknown token is an error (OpenSSH refuses it too)."""
-    out, i = [], 0
-    while i < len(text):
-        c = text[i]
-        if env and text.startswith("${", i):
-            end = text.find("}", i)
-            name = text[i + 2:end] if end > 0 else ""
-            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
-                raise ConnectError(f"{what}: bad environment variable reference in '{text}'",
-                                   "write it as ${NAME} in your ssh config")
-            value = os.environ.get(name)
-            if value is None:
-                raise ConnectError(f"{what}: environment variable ${{{name}}} is not set",
-                                   f"set {name} or change {what} in your ssh config")
-            out.append(value)
-            i = end + 1
-            continue
-        if c != "%":
-            out.append(c)
-            i += 1
-            continue
-        key = text[i + 1:i + 2]
-        if not key or key not in tokens or (allowed is not None and key != "%" and key not in allowed):
-            raise ConnectError(f"{what}: unknown token %{key} in '{text}'",
-                               "see TOKENS in `man ssh_config` for those this option accepts")
-        out.append(tokens[key])
-        i += 2
-    return "".join(out)
-
-
-def expand_tilde(text: str, what: str) -> str:
-    """A leading ~ or ~user, as OpenSSH's tilde_expand_filename (~ is the real uid's passwd home)."""
-    if text.startswith("~/") or text == "~":
-        return local_home() + text[1:]
-    if text.startswith("~"):
-        user, _, rest = text[1:].partition("/")
-        try:
-            return os.path.join(pwd.getpwnam(user).pw_dir, rest)
-        except KeyError:
-            raise ConnectError(f"{what}: unknown user in '{text}'", "fix the path in your ssh config") from None
-    return text
-
-
-def expand_path(text: str, tokens: dict[str, str], what: str) -> str:
-    """~ (the local home), then ${VAR} and %-tokens in one pass, as OpenSSH expands file options."""
-    return expand_tokens(expand_tilde(text, what), tokens, what, env=True)
-
-
 # --- small parsers -------------------------------------------------------------------------------------
 
-def _list(value) -> list[str]:
+def _list(value: object) -> list[str]:
     if value is None:
         return []
     return list(value) if isinstance(value, list) else [str(value)]
 
 
-def _none(value, keep_none: bool = False) -> str | None:
+def _none(value: object, keep_none: bool = False) -> str | None:
     if value is None:
         return None
     text = str(value).strip()
@@ -412,11 +327,11 @@ def _none(value, keep_none: bool = False) -> str | None:
     return text
 
 
-def _yes(value) -> bool:
+def _yes(value: object) -> bool:
     return str(value or "").lower() in ("yes", "true")
 
 
-def _strict(value) -> str:
+def _strict(value: object) -> str:
     text = str(value or "ask").lower()
     return {"true": "yes", "false": "no", "off": "no"}.get(text, text)
 
@@ -427,9 +342,9 @@ def _port(text: str, what: str) -> int:
     return int(text)
 
 
-def _seconds(text, default: float) -> float:
+def _seconds(text: object, default: float) -> float:
     try:
-        value = float(text) if text and str(text).lower() != "none" else default
+        value = float(str(text)) if text and str(text).lower() != "none" else default
     except ValueError:
         return default
     return value if value > 0 else default

@@ -24,6 +24,7 @@ import subprocess
 from pathlib import Path
 
 from devenv.errors import ProfileError
+from devenv.remote.ssh_g import Overrides, SshOptions
 
 _ACCUMULATE = frozenset({"identityfile", "certificatefile", "localforward", "remoteforward", "dynamicforward",
                          "sendenv", "setenv"})
@@ -76,12 +77,12 @@ _ADD_KEYS = frozenset({"yes", "no", "ask", "confirm", "true", "false"})
 SYSTEM_CONFIG = "/etc/ssh/ssh_config"
 
 
-def lookup(name: str, ov, config_file: Path | None) -> dict:
-    """The `ssh -G`-style option table for `ssh [ov] name` (ov: sshconfig.Overrides)."""
-    from devenv.remote.sshconfig import local_home, local_user
+def lookup(name: str, ov: Overrides, config_file: Path | None) -> SshOptions:
+    """The `ssh -G`-style option table for `ssh [ov] name` (ov: ssh_g.Overrides)."""
+    from devenv.remote.ssh_tokens import local_home, local_user
 
     user_name, _, host = name.rpartition("@")
-    options: dict[str, object] = {}
+    options: SshOptions = {}
     if user_name and not ov.user:
         options["user"] = user_name
     _apply_overrides(options, ov)
@@ -105,7 +106,7 @@ def lookup(name: str, ov, config_file: Path | None) -> dict:
 
 
 class _State:
-    def __init__(self, original: str, options: dict):
+    def __init__(self, original: str, options: SshOptions):
         self.original = original
         self.host = original  # Host patterns see the name as given (case-sensitive); HostName is lower-cased later
         self.options = options
@@ -113,7 +114,7 @@ class _State:
         self.wants_final = False
 
 
-def _apply_overrides(options: dict, ov) -> None:
+def _apply_overrides(options: SshOptions, ov: Overrides) -> None:
     if ov.user:
         options["user"] = ov.user
     if ov.port:
@@ -177,7 +178,7 @@ def _read(path: Path, state: _State, *, active: bool, system: bool, depth: int, 
             active = _match(_strdelim_words(raw, where), state, where) and not never
         elif keyword == "include":
             for pattern in args:
-                from devenv.remote.sshconfig import local_home
+                from devenv.remote.ssh_tokens import local_home
 
                 base = Path(SYSTEM_CONFIG).parent if system else Path(local_home()) / ".ssh"
                 if pattern.startswith("~/"):
@@ -261,10 +262,11 @@ def convtime(value: str) -> int | None:
     return sum(int(n) * scale[u.lower()] for n, u in parts)
 
 
-def _set(options: dict, keyword: str, args: list[str], raw: str, host: str, where: str) -> None:
+def _set(options: SshOptions, keyword: str, args: list[str], raw: str, host: str, where: str) -> None:
     if keyword in _ACCUMULATE:
-        options.setdefault(keyword, [])
-        options[keyword].extend(args[:1] if keyword in ("identityfile", "certificatefile") else args)
+        values = options.setdefault(keyword, [])
+        assert isinstance(values, list)  # an accumulating option only ever holds a list
+        values.extend(args[:1] if keyword in ("identityfile", "certificatefile") else args)
         return
     if not args:
         return
@@ -408,7 +410,7 @@ def _host_matches(patterns: list[str], host: str) -> bool:
 def _match(args: list[str], state: _State, where: str) -> bool:
     """readconf.c's match_cfg_line (9.2): criteria are ANDed; `all` stands alone; an `exec` after a false
     criterion is not run."""
-    from devenv.remote.sshconfig import local_user
+    from devenv.remote.ssh_tokens import local_user
 
     options = state.options
     result, attributes, i = True, 0, 0
@@ -458,7 +460,7 @@ def _match(args: list[str], state: _State, where: str) -> bool:
 
 
 def _match_exec(command: str, state: _State) -> bool:
-    from devenv.remote.sshconfig import expand_tokens, local_user, token_table
+    from devenv.remote.ssh_tokens import expand_tokens, local_user, token_table
 
     options = state.options
     tokens = token_table(hostname=str(options.get("hostname") or state.host),
@@ -472,9 +474,15 @@ def _match_exec(command: str, state: _State) -> bool:
         return False
 
 
-def _fill_defaults(options: dict, host: str, user: str, home: str) -> dict:
+def _word(options: SshOptions, keyword: str) -> str | None:
+    """A single-valued option's value (None when unset; the options that accumulate are lists)."""
+    value = options.get(keyword)
+    return value if isinstance(value, str) else None
+
+
+def _fill_defaults(options: SshOptions, host: str, user: str, home: str) -> SshOptions:
     """The defaults `ssh -G` prints, and its expansions of ~ in UserKnownHostsFile and IdentityAgent."""
-    from devenv.remote.sshconfig import expand_path, token_table
+    from devenv.remote.ssh_tokens import expand_path, token_table
 
     out = dict(options)
     out.setdefault("hostname", host)
@@ -495,9 +503,9 @@ def _fill_defaults(options: dict, host: str, user: str, home: str) -> dict:
     from devenv.remote import algorithms
 
     for key in algorithms.OPENSSH_DEFAULTS:    # final lists, as ssh -G prints them
-        out[key] = algorithms.resolve(key, out.get(key))
+        out[key] = algorithms.resolve(key, _word(out, key))
     tokens = token_table(hostname=str(out["hostname"]), port=int(str(out["port"])), user=str(out["user"]),
-                         original=host, alias=out.get("hostkeyalias"))  # type: ignore[arg-type]
+                         original=host, alias=_word(out, "hostkeyalias"))
     out["userknownhostsfile"] = [expand_path(p, tokens, "UserKnownHostsFile") for p in out["userknownhostsfile"]]
     if out.get("identityagent") and str(out["identityagent"]).lower() not in ("none", "ssh_auth_sock"):
         out["identityagent"] = expand_path(str(out["identityagent"]), tokens, "IdentityAgent")

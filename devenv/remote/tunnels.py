@@ -9,6 +9,7 @@ listen on 127.0.0.1 only; a taken preferred port is replaced by a free one.
 from __future__ import annotations
 
 import atexit
+import errno
 import hashlib
 import os
 import queue
@@ -24,11 +25,11 @@ import time
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from devenv.config import paths
 from devenv.config.profiles import HostProfile
-from devenv.errors import ConnectError, DevenvError
+from devenv.errors import ConnectError, DevenvError, PortTaken
 from devenv.remote import openssh
 from devenv.remote.base import Connection
 
@@ -48,17 +49,24 @@ class Forward:
     local_port: int      # on this machine's 127.0.0.1
 
 
-def transport_of(conn: Connection):
+def transport_of(conn: Connection) -> paramiko.Transport:
     """The live paramiko Transport of an SSH connection (re-dialled by it if the old one died)."""
+    from devenv.remote.sshlib import paramiko  # imported by every connection that has a transport
+
     for name in ("transport", "_transport"):
         attr = getattr(conn, name, None)
-        if attr is not None:
-            return attr() if callable(attr) else attr
+        found = attr() if callable(attr) else attr
+        if isinstance(found, paramiko.Transport):
+            return found
     raise DevenvError(f"connection {conn!r} cannot forward ports", "this is a bug in devenv")
 
 
 def port_is_free(port: int) -> bool:
+    """Whether a forward could listen on 127.0.0.1:port now, asked as ssh binds its forwards (SO_REUSEADDR):
+    a port whose last connections are in TIME_WAIT (a tunnel just closed) is free, one something listens on
+    is not."""
     with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind(("127.0.0.1", port))
             return True
@@ -66,10 +74,18 @@ def port_is_free(port: int) -> bool:
             return False
 
 
+def port_taken_error(port: int, name: str) -> PortTaken:
+    """The error for a local port another process holds (exit 6), with how to find who."""
+    return PortTaken(f"local port {port} ({name}) is already in use on this machine",
+                     f"free it (`ss -ltnp 'sport = :{port}'` shows who holds it), name another local port, "
+                     "or leave it out to get a free port")
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        port: int = s.getsockname()[1]
+        return port
 
 
 def choose_local_port(preferred: int | None) -> int:
@@ -136,6 +152,8 @@ class ControlMaster:
                                    *self._client[-2:]], stdin=subprocess.DEVNULL, capture_output=True,
                                   timeout=READY_TIMEOUT)
         if done.returncode != 0 and not cancel:
+            if not port_is_free(f.local_port):  # taken since it was chosen: ssh says only "forwarding failed"
+                raise port_taken_error(f.local_port, f.name)
             why = done.stderr.decode(errors="replace").strip().splitlines()
             raise ConnectError(f"ssh could not open the tunnel {f.name} to {self.host.name}: "
                                f"{why[-1] if why else f'exit code {done.returncode}'}",
@@ -266,7 +284,15 @@ class LoopbackForwarder:
         for f in forwards:
             listener = socket.socket()
             listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            listener.bind(("127.0.0.1", f.local_port))
+            try:
+                listener.bind(("127.0.0.1", f.local_port))
+            except OSError as e:
+                listener.close()
+                self.close()
+                if e.errno == errno.EADDRINUSE:
+                    raise port_taken_error(f.local_port, f.name) from None
+                raise DevenvError(f"cannot listen on 127.0.0.1:{f.local_port} for {f.name}: {e.strerror}",
+                                  "name another local port") from None
             listener.listen(64)
             self._listeners.append(listener)
             threading.Thread(target=self._accept_loop, args=(listener, f), daemon=True,
@@ -285,7 +311,7 @@ class LoopbackForwarder:
             client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # small requests: no Nagle delay
             threading.Thread(target=self._serve, args=(client, peer, f), daemon=True).start()
 
-    def _serve(self, client: socket.socket, peer, f: Forward) -> None:
+    def _serve(self, client: socket.socket, peer: tuple[str, int], f: Forward) -> None:
         try:
             transport = transport_of(self.conn)
             no_delay(transport.sock)
@@ -319,7 +345,8 @@ class ParamikoTunnel(LoopbackForwarder):
         return transport.open_channel("direct-tcpip", (f.remote_host, f.remote_port), peer, timeout=15)
 
 
-def open_tunnel(host: HostProfile, conn: Connection, forwards: list[Forward], prefer_openssh: bool = True):
+def open_tunnel(host: HostProfile, conn: Connection, forwards: list[Forward],
+                prefer_openssh: bool = True) -> OpenSSHTunnel | ParamikoTunnel:
     """An OpenSSHTunnel when `ssh` is installed (and $DEVENV_TUNNEL is not 'paramiko'), else a ParamikoTunnel."""
     choice = os.environ.get("DEVENV_TUNNEL", "auto")
     ssh_binary = shutil.which("ssh")
@@ -353,12 +380,14 @@ def _control_dir() -> Path:
     return path
 
 
-def no_delay(sock) -> None:
+def no_delay(sock: object) -> None:
     """TCP_NODELAY on the SSH connection's socket (as OpenSSH sets it): without it a channel open followed by
     a small request waits for the peer's delayed ACK (~40 ms a request). A jump-host channel has no option."""
+    if not isinstance(sock, socket.socket):
+        return  # a channel through a jump host
     try:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    except (AttributeError, OSError):
+    except OSError:
         pass
 
 
@@ -367,16 +396,17 @@ class _Spawner:
     the thread that asked for them: it lives until the process exits, so their parent "dies" only then."""
 
     def __init__(self) -> None:
-        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self._jobs: queue.SimpleQueue[tuple[list[str], dict[str, Any], Future[subprocess.Popen[bytes]]]] = (
+            queue.SimpleQueue())
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
 
-    def popen(self, argv: list[str], **kwargs) -> subprocess.Popen:
+    def popen(self, argv: list[str], **kwargs: Any) -> subprocess.Popen[bytes]:
         with self._lock:
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(target=self._serve, name="devenv-spawner", daemon=True)
                 self._thread.start()
-        done: Future = Future()
+        done: Future[subprocess.Popen[bytes]] = Future()
         self._jobs.put((argv, kwargs, done))
         return done.result()
 
@@ -392,8 +422,8 @@ class _Spawner:
 _spawner = _Spawner()
 
 
-def spawn(argv: list[str], **kwargs) -> subprocess.Popen:
-    """subprocess.Popen(argv, **kwargs), forked by the long-lived spawner thread (see _Spawner)."""
+def spawn(argv: list[str], **kwargs: Any) -> subprocess.Popen[bytes]:
+    """subprocess.Popen(argv, **kwargs) in bytes mode, forked by the long-lived spawner thread (see _Spawner)."""
     return _spawner.popen(argv, **kwargs)
 
 
@@ -416,11 +446,12 @@ def _accepts(port: int) -> bool:
         return False
 
 
-def _pump(client: socket.socket, channel, closed: threading.Event) -> None:
+def _pump(client: socket.socket, channel: paramiko.Channel, closed: threading.Event) -> None:
     """Copy both ways until either side ends; one thread, select() on both."""
     try:
         while not closed.is_set():
-            readable, _, _ = select.select([client, channel], [], [], 1.0)
+            ends: list[socket.socket | paramiko.Channel] = [client, channel]
+            readable, _, _ = select.select(ends, [], [], 1.0)
             if client in readable:
                 data = client.recv(65536)
                 if not data:

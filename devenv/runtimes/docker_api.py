@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Mapping
 
 # isort: off
 # docker imports paramiko (for ssh:// hosts): let it find the one imported without invoke (remote.sshlib)
@@ -38,6 +39,7 @@ from devenv.env import engines
 from devenv.env.engines import EngineInfo
 from devenv.errors import ConnectError, DevenvError
 from devenv.remote.base import Connection
+from devenv.remote.sshlib import paramiko
 from devenv.remote.streamlocal import SocketRefused, open_unix_socket
 from devenv.remote.tunnels import no_delay, transport_of
 
@@ -97,8 +99,9 @@ def _ssh_client(conn: Connection, engine: str, timeout: int, socket_path: str | 
     api = docker.APIClient(base_url="ssh://devenv", version=MIN_API_VERSION, timeout=timeout,
                            use_ssh_client=True)  # no I/O here: the adapter is replaced below
     adapter = _ChannelAdapter(conn, timeout, _Dialer(conn.name, engines.dial_command(engine), socket_path))
-    api._custom_adapter.close()
-    api._custom_adapter = adapter
+    # docker-py keeps its ssh adapter in a private slot (its stubs leave it out): ours takes its place
+    api._custom_adapter.close()  # type: ignore[attr-defined]
+    api._custom_adapter = adapter  # type: ignore[attr-defined]
     api.mount("http+docker://ssh", adapter)
     client = docker.DockerClient.__new__(docker.DockerClient)
     client.api = api
@@ -107,11 +110,13 @@ def _ssh_client(conn: Connection, engine: str, timeout: int, socket_path: str | 
 
 def _pin_api_version(api: docker.APIClient, info: EngineInfo, host: str) -> None:
     try:
-        api._version = min(info.api_version, docker.constants.DEFAULT_DOCKER_API_VERSION, key=_version_key)
+        version = min(info.api_version, docker.constants.DEFAULT_DOCKER_API_VERSION, key=_version_key)
     except ValueError:
         raise DevenvError(f"{info.name} on {host} reports an API version devenv cannot read: {info.api_version!r}",
                           "upgrade the engine on the host") from None
-    if _version_key(api._version) < _version_key(MIN_API_VERSION):
+    # the API version docker-py speaks lives in a private slot (its stubs leave it out)
+    api._version = version  # type: ignore[attr-defined]
+    if _version_key(version) < _version_key(MIN_API_VERSION):
         raise DevenvError(f"{info.name} on {host} speaks API {info.api_version}; devenv needs {MIN_API_VERSION} "
                           "or newer", "upgrade Docker on the host to 19.03 or newer (podman 3 or newer)")
 
@@ -125,7 +130,7 @@ class _Dialer:
         self.dial = dial
         self.socket_path = socket_path
 
-    def open(self, transport):
+    def open(self, transport: paramiko.Transport) -> paramiko.Channel:
         path = self.socket_path
         if path is not None:
             try:
@@ -176,7 +181,7 @@ class _ChannelAdapter(BaseHTTPAdapter):
         super().__init__()
         self._pool = _ChannelPool(conn, timeout, maxsize, dialer)
 
-    def get_connection(self, url, proxies=None):
+    def get_connection(self, url: str | bytes, proxies: Mapping[str, str] | None = None) -> _ChannelPool:
         return self._pool
 
     def close(self) -> None:

@@ -16,6 +16,7 @@ import shlex
 import tarfile
 import time
 from collections.abc import Callable, Iterator
+from typing import IO, Any, Literal, ParamSpec, TypeVar
 
 # isort: off
 # docker imports paramiko (for ssh:// hosts): let it find the one imported without invoke (remote.sshlib)
@@ -42,6 +43,9 @@ from devenv.remote.base import Connection
 from devenv.runtimes import docker_api
 
 Progress = Callable[[ProgressEvent], None]
+Json = dict[str, Any]  # what the engine's API answers (inspect, list, events)
+_P = ParamSpec("_P")
+_T = TypeVar("_T")
 # APIError is an OSError too (via requests' HTTPError): every handler catches APIError before these.
 _NETWORK_ERRORS = (requests.exceptions.ConnectionError, ConnectionError, EOFError, OSError)
 _PORT_TAKEN = re.compile(r"(?:Bind for [\d.]+:(\d+) failed: port is already allocated|"
@@ -121,7 +125,7 @@ class DockerRuntime:
             raise DevenvError(f"pull of {ref} finished but the image is not on {self.host}", "run the command again")
         return info
 
-    def build(self, context, dockerfile: str, tag: str, buildargs: dict[str, str], progress: Progress,
+    def build(self, context: IO[bytes], dockerfile: str, tag: str, buildargs: dict[str, str], progress: Progress,
               labels: dict[str, str] | None = None, target: str | None = None) -> ImageInfo:
         """Build from a tar context (a file object) with the classic builder; BuildFailed names the step."""
         step: str | None = None
@@ -196,8 +200,9 @@ class DockerRuntime:
             return None
         if self._slirp is None:
             try:
-                response = self.api._get(f"{self.api.base_url}/v4.0.0/libpod/info", timeout=30)
-                info = self.api._result(response, json=True)
+                # docker-py's private request helpers (its stubs leave them out): the libpod API is not in the SDK
+                response = self.api._get(f"{self.api.base_url}/v4.0.0/libpod/info", timeout=30)  # type: ignore[attr-defined]
+                info = self.api._result(response, json=True)  # type: ignore[attr-defined]
                 self._slirp = bool(((info.get("host") or {}).get("slirp4netns") or {}).get("executable"))
             except (docker.errors.APIError, *_NETWORK_ERRORS, ValueError, AttributeError):
                 self._slirp = False
@@ -229,7 +234,7 @@ class DockerRuntime:
         except docker.errors.NotFound:
             return False
 
-    def _network(self, name: str) -> dict | None:
+    def _network(self, name: str) -> Json | None:
         try:
             data = self._call(self.api.inspect_network, name)
         except docker.errors.NotFound:
@@ -270,7 +275,7 @@ class DockerRuntime:
             device_requests=_device_requests(req.gpus, self.gpu_request),
             init=True,  # docker-init reaps zombies and forwards signals for the entrypoint
             restart_policy={"Name": "unless-stopped"},
-            **({"network_mode": req.network} if req.network else {}),
+            network_mode=req.network or None,
         )
         try:
             created = self._call(self.api.create_container, req.image, name=req.name, labels=req.labels,
@@ -279,7 +284,7 @@ class DockerRuntime:
         except docker.errors.ImageNotFound:
             raise DevenvError(f"image {req.image} is not on {self.host}",
                               "run `devenv up` again to pull or build it") from None
-        return created["Id"]
+        return str(created["Id"])
 
     def _create_podman(self, req: envspec.ContainerRequest) -> str:
         """Create through podman's own API: its Docker-compatible create drops device requests and rejects CDI
@@ -287,8 +292,9 @@ class DockerRuntime:
         url = f"{self.api.base_url}/v4.0.0/libpod/containers/create"
         try:
             # vfs storage (hosts without overlay) copies the whole image at create: minutes for a CUDA image
-            response = self.api._post_json(url, data=podman_create_spec(req), timeout=CREATE_TIMEOUT)
-            created = self.api._result(response, json=True)
+            # docker-py's private request helpers, as in bridgeless_network
+            response = self.api._post_json(url, data=podman_create_spec(req), timeout=CREATE_TIMEOUT)  # type: ignore[attr-defined]
+            created = self.api._result(response, json=True)  # type: ignore[attr-defined]
         except docker.errors.NotFound as exc:
             raise DevenvError(f"image {req.image} is not on {self.host}: {_explain(exc)}",
                               "run `devenv up` again to build it") from None
@@ -378,17 +384,21 @@ class DockerRuntime:
         function giving the exit code after)."""
         try:
             exec_id = self.api.exec_create(container, argv, stdout=True, stderr=True, tty=tty, user=user)["Id"]
-            chunks = self.api.exec_start(exec_id, stream=True, demux=not tty, tty=tty)
+            chunks: Iterator[tuple[bytes | None, bytes | None]] | Iterator[bytes]
+            if tty:  # one stream: the terminal's
+                chunks = self.api.exec_start(exec_id, stream=True, tty=True)
+            else:
+                chunks = self.api.exec_start(exec_id, stream=True, demux=True)
         except docker.errors.APIError as exc:
             raise DevenvError(f"cannot run {argv[0]} in the environment on {self.host}: {_explain(exc)}",
                               "is the environment running? (devenv status HOST)") from None
         except _NETWORK_ERRORS as exc:
             raise self._lost(f"running {argv[0]}", exc) from None
 
-        def chunks_as_pairs():
+        def chunks_as_pairs() -> Iterator[tuple[bytes | None, bytes | None]]:
             try:
                 for chunk in chunks:
-                    yield (chunk, None) if tty else chunk
+                    yield (chunk, None) if isinstance(chunk, bytes) else chunk
             except _NETWORK_ERRORS as exc:
                 raise self._lost_exec(argv, exec_id, container, exc) from None
 
@@ -409,19 +419,24 @@ class DockerRuntime:
             code = state.get("ExitCode")
             if state.get("Running") or code is None:
                 raise self._lost_exec(argv, exec_id, container, None, still_running=bool(state.get("Running")))
-            return code
+            return int(code)
 
         return chunks_as_pairs(), exit_code
 
     def logs(self, container: str, tail: int | str = 100, follow: bool = False) -> Iterator[str]:
         """The container's output as lines (stdout and stderr interleaved, as `docker logs` shows them)."""
+        lines_back: int | Literal["all"] = tail if isinstance(tail, int) else "all"  # as docker-py reads it
+
+        def logs() -> bytes:
+            return self.api.logs(container, stdout=True, stderr=True, tail=lines_back, stream=False)
+
         try:
             if not follow:
-                data = self._call(self.api.logs, container, stdout=True, stderr=True, tail=tail, stream=False)
+                data = self._call(logs)
                 yield from data.decode(errors="replace").splitlines()
                 return
             pending = b""
-            for chunk in self.api.logs(container, stdout=True, stderr=True, tail=tail, stream=True, follow=True):
+            for chunk in self.api.logs(container, stdout=True, stderr=True, tail=lines_back, stream=True, follow=True):
                 pending += chunk
                 *lines, pending = pending.split(b"\n")
                 for line in lines:
@@ -444,7 +459,7 @@ class DockerRuntime:
 
     # --- internals -----------------------------------------------------------------------------------
 
-    def _call(self, fn, *args, **kwargs):
+    def _call(self, fn: Callable[_P, _T], *args: _P.args, **kwargs: _P.kwargs) -> _T:
         """One API call: NotFound passes to the caller; other refusals and network failures become errors
         the user can act on."""
         started = time.monotonic()
@@ -496,9 +511,9 @@ class DockerRuntime:
                             "(devenv up finishes a half-made environment)")
 
 
-def podman_create_spec(req: envspec.ContainerRequest) -> dict:
+def podman_create_spec(req: envspec.ContainerRequest) -> Json:
     """podman's SpecGenerator for a container request: the same container the Docker path makes."""
-    spec: dict = {
+    spec: Json = {
         "image": req.image,
         "name": req.name,
         "labels": dict(req.labels),
@@ -567,12 +582,12 @@ def _device_requests(gpus: str, kind: str = "toolkit") -> list[DeviceRequest]:
     return [DeviceRequest(device_ids=gpus.split(","), capabilities=caps)]
 
 
-def _image_info(ref: str, data: dict) -> ImageInfo:
+def _image_info(ref: str, data: Json) -> ImageInfo:
     return ImageInfo(ref=ref, id=data.get("Id", ""), size_bytes=int(data.get("Size") or 0),
                      labels=dict((data.get("Config") or {}).get("Labels") or {}))
 
 
-def _container_info(data: dict) -> ContainerInfo:
+def _container_info(data: Json) -> ContainerInfo:
     state = data.get("State") or {}
     ports: dict[int, int] = {}
     for key, bindings in ((data.get("NetworkSettings") or {}).get("Ports") or {}).items():
@@ -597,7 +612,7 @@ def _container_info(data: dict) -> ContainerInfo:
     )
 
 
-def _pull_event(event: dict) -> ProgressEvent:
+def _pull_event(event: Json) -> ProgressEvent:
     detail = event.get("progressDetail") or {}
     text = " ".join(str(p) for p in (event.get("id"), event.get("status")) if p)
     return ProgressEvent(text=text, layer=event.get("id"), current=detail.get("current"), total=detail.get("total"))

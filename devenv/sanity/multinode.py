@@ -23,7 +23,8 @@ DATA = Path(__file__).parent / "data" / "interconnects.yaml"
 
 @lru_cache(maxsize=1)
 def table() -> dict[str, Any]:
-    return yaml.safe_load(DATA.read_text())
+    data: dict[str, Any] = yaml.safe_load(DATA.read_text())
+    return data
 
 
 @dataclass(frozen=True)

@@ -9,12 +9,15 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from devenv.checks.report import FAIL, INFO, NO_GPU, PASS, SKIP, WARN, CheckResult, Status
+
+Json = dict[str, Any]  # a report, result or table entry as the on-host script (or the YAML) wrote it
 
 SKU_TABLE_PATH = Path(__file__).parent / "data" / "gpu_skus.yaml"
 NOT_JUDGED = Status.NOT_JUDGED  # a speed measured on a GPU another process was using: shown, never judged
@@ -78,7 +81,7 @@ class Check:
         return CheckResult(self.check or self.name, self.name, self.status, f"{value}{bound}{why}", None,
                            {"source": self.source, "gpu": self.gpu})
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> Json:
         return asdict(self)
 
 
@@ -106,7 +109,7 @@ class Verdict:
     def failures(self) -> list[Check]:
         return [c for c in self.checks if c.status == FAIL]
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> Json:
         return {"status": self.status, "summary": self.summary, "gpu_proven": self.gpu_proven, "sku": self.sku,
                 "gpu_name": self.gpu_name, "counts": self.counts(), "shared": list(self.shared),
                 "allow_busy": self.allow_busy, "checks": [c.to_dict() for c in self.checks]}
@@ -118,19 +121,19 @@ class Sku:
     id: str
     name: str
     patterns: tuple[str, ...]
-    datasheet: dict
-    known_good: dict
-    targets: dict
+    datasheet: Json
+    known_good: Json
+    targets: Json
 
-    def peak(self, dtype: str) -> float | None:
-        value = self.datasheet.get(dtype)
+    def peak(self, dtype: str | None) -> float | None:
+        value = self.datasheet.get(dtype) if dtype else None
         return float(value) if isinstance(value, (int, float)) else None
 
 
 @dataclass(frozen=True)
 class SkuTable:
     skus: tuple[Sku, ...]
-    rules: dict
+    rules: Json
 
     def rule(self, name: str) -> tuple[float, str]:
         r = self.rules[name]
@@ -166,7 +169,7 @@ def load_sku_table(path: Path | None = None) -> SkuTable:
 
 
 # ----------------------------------------------------------------------------------- helpers
-def num(value) -> float | None:
+def num(value: object) -> float | None:
     """A number from the report: the script writes NaN/inf as strings, JSON has no literal for them."""
     if isinstance(value, bool) or value is None:
         return None
@@ -177,7 +180,7 @@ def num(value) -> float | None:
     return None
 
 
-def fmt(value, digits: int = 3) -> str:
+def fmt(value: object, digits: int = 3) -> str:
     if value is None:
         return "n/a"
     if isinstance(value, float):
@@ -200,7 +203,7 @@ class Context:
     table: SkuTable
 
 
-def context_for(fingerprint: dict, table: SkuTable | None = None) -> Context:
+def context_for(fingerprint: Json, table: SkuTable | None = None) -> Context:
     table = table or load_sku_table()
     device = fingerprint.get("device") or ("cuda" if fingerprint.get("gpu_count") else "cpu")
     name = fingerprint.get("gpu_name")
@@ -215,39 +218,39 @@ def context_for(fingerprint: dict, table: SkuTable | None = None) -> Context:
                    capability=cap, table=table)
 
 
-def _rate_check(ctx: Context, label: str, measured: float | None, unit: str, known_good: dict | None,
-                datasheet: float | None, datasheet_label: str, check: str, gpu, what: str = "rate") -> Check:
+def _rate_check(ctx: Context, label: str, measured: float | None, unit: str, known_good: Json | None,
+                datasheet: float | None, datasheet_label: str, check: str | None, gpu: int | None,
+                what: str = "rate") -> Check:
     """Known-good (DCGM 0.75 rule) beats datasheet (warn below half); no entry: reported, not judged."""
-    base = dict(name=f"{label}: {what}", measured=measured, unit=unit, check=check, gpu=gpu)
+    base = partial(Check, name=f"{label}: {what}", measured=measured, unit=unit, check=check, gpu=gpu)
     if measured is None:
-        return Check(status=FAIL, reason="no measurement", **base)
+        return base(status=FAIL, reason="no measurement")
     if ctx.device != "cuda":
-        return Check(status=INFO, reason="CPU: measured only, says nothing about a GPU", **base)
+        return base(status=INFO, reason="CPU: measured only, says nothing about a GPU")
     if ctx.sku is None:
-        return Check(status=INFO, reason=f"unknown GPU '{ctx.gpu_name}': no expected value in gpu_skus.yaml, "
-                                         f"reported only", **base)
+        return base(status=INFO, reason=f"unknown GPU '{ctx.gpu_name}': no expected value in gpu_skus.yaml, "
+                                        f"reported only")
     if known_good and num(known_good.get("value")) is not None:
         frac, rule_src = ctx.table.rule("known_good_fraction")
         floor = frac * float(known_good["value"])
         ok = measured >= floor
-        return Check(status=PASS if ok else FAIL, threshold=f">= {fmt(floor)}",
-                     source=f"{frac} x known-good {fmt(float(known_good['value']))} {unit} "
-                            f"({str(known_good.get('source', '')).strip()}); rule: {rule_src}",
-                     reason=(f"{fmt(measured / float(known_good['value']) * 100, 3)}% of the known-good value"),
-                     **base)
+        return base(status=PASS if ok else FAIL, threshold=f">= {fmt(floor)}",
+                    source=f"{frac} x known-good {fmt(float(known_good['value']))} {unit} "
+                           f"({str(known_good.get('source', '')).strip()}); rule: {rule_src}",
+                    reason=(f"{fmt(measured / float(known_good['value']) * 100, 3)}% of the known-good value"))
     if datasheet:
         frac, rule_src = ctx.table.rule("datasheet_warn_fraction")
         floor = frac * datasheet
         ok = measured >= floor
-        return Check(status=PASS if ok else WARN, threshold=f">= {fmt(floor)}",
-                     source=f"{frac} x datasheet {datasheet_label} {fmt(datasheet)} {unit} "
-                            f"({str(ctx.sku.datasheet.get('source', '')).strip()}); rule: {rule_src}",
-                     reason=f"{fmt(measured / datasheet * 100, 3)}% of the dense datasheet peak", **base)
-    return Check(status=INFO, reason=f"{ctx.sku.name}: no datasheet or known-good value for this", **base)
+        return base(status=PASS if ok else WARN, threshold=f">= {fmt(floor)}",
+                    source=f"{frac} x datasheet {datasheet_label} {fmt(datasheet)} {unit} "
+                           f"({str(ctx.sku.datasheet.get('source', '')).strip()}); rule: {rule_src}",
+                    reason=f"{fmt(measured / datasheet * 100, 3)}% of the dense datasheet peak")
+    return base(status=INFO, reason=f"{ctx.sku.name}: no datasheet or known-good value for this")
 
 
 # ----------------------------------------------------------------------------------- per result
-def judge_result(result: dict, ctx: Context) -> list[Check]:
+def judge_result(result: Json, ctx: Context) -> list[Check]:
     """Checks for one result event (what the CLI can show live, before the report arrives)."""
     kind = result.get("kind")
     check = result.get("check")
@@ -272,7 +275,7 @@ def judge_result(result: dict, ctx: Context) -> list[Check]:
     return [Check(name=label, status=INFO, reason=f"unknown result kind {kind!r}", check=check, gpu=gpu)]
 
 
-def _label(result: dict) -> str:
+def _label(result: Json) -> str:
     kind, check = result.get("kind"), result.get("check") or "?"
     if (kind == "train" and not result.get("model")) or (kind == "matmul" and not result.get("dtype")):
         return check  # a result that failed before it described itself
@@ -283,7 +286,8 @@ def _label(result: dict) -> str:
     if kind == "bandwidth":
         return f"device copy{where}"
     if kind == "train":
-        model = {"gpt": "GPT", "resnet": "ResNet"}.get(result.get("model"), str(result.get("model")))
+        model = str(result.get("model"))
+        model = {"gpt": "GPT", "resnet": "ResNet"}.get(model, model)
         mode = result.get("mode", "?") + (" + compile" if result.get("compiled") else "")
         if result.get("ddp"):
             mode += f" DDP x{result.get('world_size')}"
@@ -295,7 +299,7 @@ def _label(result: dict) -> str:
     return check
 
 
-def _judge_fingerprint(fp: dict, ctx: Context) -> list[Check]:
+def _judge_fingerprint(fp: Json, ctx: Context) -> list[Check]:
     sw = (f"torch {fp.get('torch')}, CUDA {fp.get('torch_cuda')}, cuDNN {fp.get('cudnn')}, "
           f"driver {fp.get('driver')}")
     out = []
@@ -327,13 +331,13 @@ def _judge_fingerprint(fp: dict, ctx: Context) -> list[Check]:
     return out
 
 
-def _judge_matmul(r: dict, ctx: Context, label: str) -> list[Check]:
+def _judge_matmul(r: Json, ctx: Context, label: str) -> list[Check]:
     dtype, check, gpu = r.get("dtype"), r.get("check"), r.get("gpu")
     out = []
     if r.get("finite") is False:
         out.append(Check(name=f"{label}: finite", status=FAIL, reason="the product holds NaN or inf",
                          check=check, gpu=gpu, source=FINITE_SOURCE))
-    limit, why = ACCURACY.get(dtype, (None, ""))
+    limit, why = ACCURACY.get(str(dtype), (None, ""))
     err = num(r.get("rel_err_vs_fp64"))
     if limit is not None and err is not None:
         ok = math.isfinite(err) and err <= limit
@@ -356,7 +360,7 @@ def _judge_matmul(r: dict, ctx: Context, label: str) -> list[Check]:
     return out
 
 
-def _judge_bandwidth(r: dict, ctx: Context, label: str) -> list[Check]:
+def _judge_bandwidth(r: Json, ctx: Context, label: str) -> list[Check]:
     check, gpu = r.get("check"), r.get("gpu")
     out = [Check(name=f"{label}: correct", status=PASS if r.get("correct") else FAIL, measured=r.get("correct"),
                  threshold="copy == source", source="bytes copied must equal the source",
@@ -370,7 +374,7 @@ def _judge_bandwidth(r: dict, ctx: Context, label: str) -> list[Check]:
     return out
 
 
-def _judge_probe(r: dict, label: str) -> list[Check]:
+def _judge_probe(r: Json, label: str) -> list[Check]:
     check, gpu = r.get("check"), r.get("gpu")
     zero = num(r.get("grad_zero_fraction"))
     scaler = bool(r.get("scaler"))
@@ -388,7 +392,8 @@ def _judge_probe(r: dict, label: str) -> list[Check]:
     return out
 
 
-def _loss_checks(r: dict, label: str, check, gpu, ratio: float = LOSS_FALL_RATIO) -> list[Check]:
+def _loss_checks(r: Json, label: str, check: str | None, gpu: int | None,
+                 ratio: float = LOSS_FALL_RATIO) -> list[Check]:
     out = []
     bad = int(r.get("nonfinite_losses") or 0)
     params_ok = r.get("params_finite", True) is not False
@@ -418,7 +423,7 @@ def _loss_checks(r: dict, label: str, check, gpu, ratio: float = LOSS_FALL_RATIO
     return out
 
 
-def _judge_train(r: dict, ctx: Context, label: str) -> list[Check]:
+def _judge_train(r: Json, ctx: Context, label: str) -> list[Check]:
     check, gpu = r.get("check"), r.get("gpu")
     out = _loss_checks(r, label, check, gpu)
     if r.get("scaler"):
@@ -453,11 +458,11 @@ def _judge_train(r: dict, ctx: Context, label: str) -> list[Check]:
     return out
 
 
-def _mode_key(r: dict) -> str:
-    return r.get("mode", "?") + ("-compile" if r.get("compiled") else "")
+def _mode_key(r: Json) -> str:
+    return str(r.get("mode", "?")) + ("-compile" if r.get("compiled") else "")
 
 
-def _train_rate(r: dict, ctx: Context, label: str) -> Check:
+def _train_rate(r: Json, ctx: Context, label: str) -> Check:
     unit = r.get("throughput_unit", "")
     measured = num(r.get("throughput"))
     kg = None
@@ -466,18 +471,19 @@ def _train_rate(r: dict, ctx: Context, label: str) -> Check:
         if per_workload and _mode_key(r) in per_workload:
             kg = {"value": per_workload[_mode_key(r)], "source": per_workload.get("source", "")}
     if kg is None:
-        base = dict(name=f"{label}: throughput", measured=measured, unit=unit, check=r.get("check"), gpu=r.get("gpu"))
+        base = partial(Check, name=f"{label}: throughput", measured=measured, unit=unit, check=r.get("check"),
+                       gpu=r.get("gpu"))
         step = f"step {fmt(num(r.get('step_ms')))} ms"
         if ctx.device != "cuda":
-            return Check(status=INFO, reason=f"CPU: {step}; says nothing about a GPU", **base)
+            return base(status=INFO, reason=f"CPU: {step}; says nothing about a GPU")
         why = "no known-good value for this workload on this SKU" if ctx.sku else f"unknown GPU '{ctx.gpu_name}'"
         if r.get("ddp") and r.get("scaling_efficiency") is not None:
             why = f"scaling efficiency {fmt(num(r['scaling_efficiency']))} vs one GPU; " + why
-        return Check(status=INFO, reason=f"{step}; {why}: reported only", **base)
+        return base(status=INFO, reason=f"{step}; {why}: reported only")
     return _rate_check(ctx, label, measured, unit, kg, None, "", r.get("check"), r.get("gpu"), what="throughput")
 
 
-def _dtype_of_mode(r: dict) -> str:
+def _dtype_of_mode(r: Json) -> str:
     if r.get("amp_dtype") == "bfloat16":
         return "bf16"
     if r.get("amp_dtype") == "float16":
@@ -485,30 +491,29 @@ def _dtype_of_mode(r: dict) -> str:
     return "tf32" if r.get("mode") == "tf32" else "fp32"
 
 
-def _mfu_check(r: dict, ctx: Context, label: str) -> Check | None:
+def _mfu_check(r: Json, ctx: Context, label: str) -> Check | None:
     tflops = num(r.get("model_tflops"))
     if tflops is None or ctx.device != "cuda" or r.get("ddp"):
         return None
     check, gpu = r.get("check"), r.get("gpu")
     dtype = _dtype_of_mode(r)
     peak = ctx.sku.peak(dtype) if ctx.sku else None
-    if not peak:
+    if not peak or ctx.sku is None:
         return Check(name=f"{label}: MFU", status=INFO, measured=tflops, unit="model TFLOP/s", check=check, gpu=gpu,
                      reason="no dense peak known for this GPU: MFU not computed")
     mfu = tflops / peak
-    base = dict(name=f"{label}: MFU", measured=round(mfu, 4), unit=f"of dense {dtype} peak {fmt(peak)} TFLOP/s",
-                check=check, gpu=gpu)
-    target = ((ctx.sku.targets.get("mfu") or {}).get(check)) if ctx.sku else None
+    base = partial(Check, name=f"{label}: MFU", measured=round(mfu, 4),
+                   unit=f"of dense {dtype} peak {fmt(peak)} TFLOP/s", check=check, gpu=gpu)
+    target = (ctx.sku.targets.get("mfu") or {}).get(check)
     formula = "model FLOPs 6N + 12*L*d*T per token (PaLM / nanoGPT)"
     if target:
         ok = mfu >= float(target["min"])
-        return Check(status=PASS if ok else FAIL, threshold=f">= {float(target['min']):g}",
-                     source=str(target.get("source", "")).strip(), reason=f"{fmt(tflops)} TFLOP/s; {formula}", **base)
-    return Check(status=INFO, source=ctx.sku.datasheet.get("source"), reason=f"{fmt(tflops)} TFLOP/s; {formula}",
-                 **base)
+        return base(status=PASS if ok else FAIL, threshold=f">= {float(target['min']):g}",
+                    source=str(target.get("source", "")).strip(), reason=f"{fmt(tflops)} TFLOP/s; {formula}")
+    return base(status=INFO, source=ctx.sku.datasheet.get("source"), reason=f"{fmt(tflops)} TFLOP/s; {formula}")
 
 
-def _judge_allreduce(r: dict, label: str) -> list[Check]:
+def _judge_allreduce(r: Json, label: str) -> list[Check]:
     check = r.get("check")
     ok = bool(r.get("correct"))
     return [
@@ -524,7 +529,7 @@ def _judge_allreduce(r: dict, label: str) -> list[Check]:
 
 
 # ----------------------------------------------------------------------------------- AMP comparisons
-def _amp_checks(results: list[dict], ctx: Context) -> list[Check]:
+def _amp_checks(results: list[Json], ctx: Context) -> list[Check]:
     out = []
     by = {(r.get("model"), _mode_key(r)): r for r in results
           if r.get("kind") == "train" and not r.get("error") and not r.get("ddp") and not r.get("compiled")}
@@ -567,27 +572,28 @@ def _amp_checks(results: list[dict], ctx: Context) -> list[Check]:
     return out
 
 
-def _finite(r: dict) -> bool:
+def _finite(r: Json) -> bool:
     return not r.get("nonfinite_losses") and r.get("params_finite", True) is not False
 
 
-def _speedup(ctx: Context, name: str, base: dict, amp: dict, target, tsrc: str, baseline: str) -> Check:
+def _speedup(ctx: Context, name: str, base: Json, amp: Json, target: float | str | None, tsrc: str,
+             baseline: str) -> Check:
     b, a = num(base.get("step_ms")), num(amp.get("step_ms"))
     if not a or not b:
         return Check(name=name, status=SKIP, reason="no step time", check=amp.get("check"))
     s = b / a
-    common = dict(name=name, measured=round(s, 3), unit="x", check=amp.get("check"),
-                  reason=f"step {fmt(a)} ms vs {baseline} {fmt(b)} ms")
+    reason = f"step {fmt(a)} ms vs {baseline} {fmt(b)} ms"
+    common = partial(Check, name=name, measured=round(s, 3), unit="x", check=amp.get("check"))
     if ctx.device != "cuda":
-        return Check(status=INFO, **{**common, "reason": common["reason"] + "; CPU: says nothing about a GPU"})
+        return common(status=INFO, reason=reason + "; CPU: says nothing about a GPU")
     if target is not None:
-        return Check(status=PASS if s >= float(target) else FAIL, threshold=f">= {float(target):g}", source=tsrc,
-                     **common)
+        return common(status=PASS if s >= float(target) else FAIL, threshold=f">= {float(target):g}", source=tsrc,
+                      reason=reason)
     if baseline == "tf32":
         if ctx.capability and ctx.capability < (8, 0):
-            return Check(status=INFO, **{**common, "reason": common["reason"] + "; no TF32 before compute 8.0"})
-        return Check(status=PASS if s >= 1.0 else WARN, threshold=">= 1", source=AMP_GENERIC_SOURCE, **common)
-    return Check(status=PASS if s >= 1.0 else FAIL, threshold=">= 1", source=AMP_GENERIC_SOURCE, **common)
+            return common(status=INFO, reason=reason + "; no TF32 before compute 8.0")
+        return common(status=PASS if s >= 1.0 else WARN, threshold=">= 1", source=AMP_GENERIC_SOURCE, reason=reason)
+    return common(status=PASS if s >= 1.0 else FAIL, threshold=">= 1", source=AMP_GENERIC_SOURCE, reason=reason)
 
 
 # ----------------------------------------------------------------------------------- the whole report
@@ -600,6 +606,7 @@ def _unjudge(checks: list[Check], shared: dict[int | None, str]) -> list[Check]:
     """Speed checks on a shared GPU: the value is kept, the status becomes not-judged, the reason names who."""
     out = []
     for c in checks:
+        why: str | None
         if None in shared:
             why = shared[None]
         else:
@@ -611,7 +618,7 @@ def _unjudge(checks: list[Check], shared: dict[int | None, str]) -> list[Check]:
     return out
 
 
-def judge_report(report: dict, table: SkuTable | None = None, *, shared: dict[int | None, str] | None = None,
+def judge_report(report: Json, table: SkuTable | None = None, *, shared: dict[int | None, str] | None = None,
                  allow_busy: bool = False) -> Verdict:
     """The verdict on a report. `shared`: the run's GPU index (None: which is unknown) -> who else used it
     during the run ("GPU 0 was shared with pid 820 (...)"). Speed checks on those GPUs are not judged and the

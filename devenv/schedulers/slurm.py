@@ -120,6 +120,12 @@ class Slurm:
             raise self._failed(f"scontrol show job {job_id}", shown)
         return None
 
+    def queue_spot(self, job_id: str) -> slurm_text.QueueSpot:
+        """How long a pending job has waited and its place in its partition's queue (one round trip); an empty
+        QueueSpot when Slurm does not say (a failed squeue is not worth failing a wait for)."""
+        result = self.conn.run(slurm_text.QUEUE_COMMAND, timeout=TIMEOUT)
+        return slurm_text.queue_spot(job_id, result.stdout) if result.ok else slurm_text.QueueSpot()
+
     def cancel(self, job_id: str, wait: float = 30.0) -> Job | None:
         """scancel, then wait (bounded) until Slurm says it is no longer pending or running."""
         if not job_id.isdigit():

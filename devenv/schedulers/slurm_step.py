@@ -71,7 +71,7 @@ class StepConnection:
     def __enter__(self) -> StepConnection:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def __repr__(self) -> str:

@@ -58,7 +58,7 @@ class NoGpu(DevenvError):
 @dataclass(frozen=True)
 class JobPlace:
     """Where a monitored "host" is when it is one node of a Slurm job: the snapshots of one job's nodes share
-    cluster and job_id, which is how every front end groups them (services/cluster_monitor finds them)."""
+    cluster and job_id, which is how every front end groups them (environments/slurm/places finds them)."""
 
     cluster: str
     job_id: str

@@ -16,18 +16,31 @@ import json
 import queue
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from devenv.errors import ConnectError, DevenvError
+
+_T = TypeVar("_T")
 
 CHECK_TIMEOUT = 20.0   # the first request through a fresh tunnel may wait for sshd and Jupyter
 
 
+class ForwardEnds(Protocol):
+    """The two ports of a tunnel's forward (remote.tunnels.Forward; not imported: the TUI imports this module
+    and must pull in no SSH library)."""
+
+    @property
+    def local_port(self) -> int: ...
+    @property
+    def remote_port(self) -> int: ...
+
+
 class Tunnel(Protocol):
-    forwards: list
+    @property
+    def forwards(self) -> Sequence[ForwardEnds]: ...
     kind: str
 
     def alive(self) -> bool: ...
@@ -83,7 +96,8 @@ class TunnelOwner:
     """Runs tunnel-opening calls on one daemon thread that lives until close(), and keeps one tunnel a host."""
 
     def __init__(self) -> None:
-        self._jobs: queue.Queue = queue.Queue()
+        # (fn, its future) per call, of any result type; None ends the thread
+        self._jobs: queue.Queue[tuple[Callable[[], Any], Future[Any]] | None] = queue.Queue()
         self._tunnels: dict[str, Tunnel] = {}
         self._lock = threading.Lock()
         self._closed = False
@@ -102,11 +116,11 @@ class TunnelOwner:
                 except BaseException as e:  # handed to the caller, who re-raises it
                     future.set_exception(e)
 
-    def call(self, fn: Callable[[], Any]) -> Any:
+    def call(self, fn: Callable[[], _T]) -> _T:
         """fn() on the owner thread; its result or its exception."""
         if self._closed:
             raise DevenvError("the monitor is closing", "start it again")
-        future: Future = Future()
+        future: Future[_T] = Future()
         self._jobs.put((fn, future))
         return future.result()
 

@@ -16,7 +16,6 @@ from devenv.checks.report import CheckReport, CheckResult
 from devenv.config.profiles import EnvProfile, HostProfile
 from devenv.env import state as envstate
 from devenv.remote.base import Connection
-from devenv.services.environments.registry import settle, traits_of
 
 PROBE_TIMEOUT = 30.0
 
@@ -37,15 +36,16 @@ def run_check(
     env: EnvProfile,
     on_result: Callable[[CheckResult], None] | None = None,
     allow_busy: bool = False,
+    with_engine: bool = False,
 ) -> CheckReport:
-    """Every check for `host` running `env`. Connection failures raise (nothing else can be checked)."""
+    """Every check for `host` running `env`: with_engine for environments in containers of the host's engine
+    (the docker backend's check), else run by the host's python (the host backend's). Connection failures raise
+    (nothing else can be checked)."""
     started = time.perf_counter()
     opener = getattr(conn, "open", None)
     if opener is not None:
         opener()  # raises ConnectError: the one fatal condition
-    host = settle(host, conn)  # `runtime: auto`: docker if the host has it, else the bare host
-
-    containers = traits_of(host).containers  # else the host's python runs the environment
+    containers = with_engine
     probes = {**hc.PROBES, **hc.gpu_probes(), **engine_checks.PROBES}
     probes["podman_info"] = engine_checks.podman_info_probe(host.engine) if containers else "exit 0"
     probes["docker_endpoint"] = engine_checks.docker_endpoint_probe(host.engine) if containers else "exit 0"

@@ -18,11 +18,12 @@ from devenv.checks.report import NO_GPU
 from devenv.errors import CommandFailed, CommandTimeout, DevenvError
 from devenv.gpu import choose as gpu_choose
 from devenv.gpu.nvsmi import explain_failure
-from devenv.gpu.occupancy import Occupancy, RunIdentity, describe_gpu, foreign
+from devenv.gpu.occupancy import Occupancy, RunIdentity, Sharer, describe_gpu, foreign
 from devenv.remote.base import Connection, quote
 from devenv.sanity import SCRIPT_NAME, script_bytes
 from devenv.sanity.verdict import (
     Context,
+    Json,
     SkuTable,
     Verdict,
     context_for,
@@ -39,20 +40,20 @@ TIMEOUTS = {"quick": 900.0, "full": 3600.0}
 PYTHON_HINT = ("set `python:` in the host profile to the interpreter that has PyTorch "
                "(for example /opt/torch/.venv/bin/python3), or start an environment with `devenv up`")
 
-EventHandler = Callable[[dict], None]
+EventHandler = Callable[[Json], None]
 
 
 @dataclass
 class SanityReport:
     host: str
     suite: str
-    report: dict  # the program's final JSON report (fingerprint + every result), as sent
+    report: Json  # the program's final JSON report (fingerprint + every result), as sent
     verdict: Verdict
     wall_s: float  # laptop-side, command to verdict
     log_tail: list[str] = field(default_factory=list)  # lines on stdout that were not JSON
-    sharing: dict | None = None  # who else was on the run's GPUs (None: not watched, e.g. no host connection)
+    sharing: Json | None = None  # who else was on the run's GPUs (None: not watched, e.g. no host connection)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> Json:
         return {"host": self.host, "suite": self.suite, "wall_s": self.wall_s,
                 "verdict": self.verdict.to_dict(), "report": self.report, "sharing": self.sharing}
 
@@ -91,7 +92,7 @@ def run_sanity(conn: Connection, python: str = "python3", suite: str = "quick",
     visible = f"CUDA_VISIBLE_DEVICES={quote(','.join(u for u in choice.uuids if u))} " if choice else ""
     pid: dict[str, int] = {}
 
-    def seen(event: dict) -> None:
+    def seen(event: Json) -> None:
         if event.get("event") == "start" and isinstance(event.get("pid"), int):
             pid["run"] = event["pid"]
         if on_event is not None:
@@ -160,8 +161,8 @@ def _before_run(host_conn: Connection | None, host: str, gpus: str | None, among
                                       else allow_busy, among=among)
 
 
-def _sharing(host_conn: Connection, report: dict, samples: list[Occupancy], me: RunIdentity,
-             choice: gpu_choose.Choice | None) -> tuple[dict[int | None, str], dict]:
+def _sharing(host_conn: Connection, report: Json, samples: list[Occupancy], me: RunIdentity,
+             choice: gpu_choose.Choice | None) -> tuple[dict[int | None, str], Json]:
     """(the run's GPU index -> who else was on it, for the verdict; the record kept with the report)."""
     fp = report.get("fingerprint") or {}
     uuids = [g.get("uuid") for g in fp.get("gpus") or []]
@@ -172,7 +173,7 @@ def _sharing(host_conn: Connection, report: dict, samples: list[Occupancy], me: 
     known = bool(uuids) and all(u in on_host for u in uuids)
     others = foreign(samples, me, uuids if known else None)
     sharers = gpu_occupancy.name_containers(host_conn, [s for found in others.values() for s in found])
-    by_uuid: dict[str, list] = {}
+    by_uuid: dict[str, list[Sharer]] = {}
     for s in sharers:
         by_uuid.setdefault(s.gpu_uuid or "", []).append(s)
     shared: dict[int | None, str] = {}
@@ -217,9 +218,9 @@ def _remove_workdir(conn: Connection, path: str) -> None:
 
 
 def _stream_events(conn: Connection, command: str, python: str, on_event: EventHandler | None,
-                   table: SkuTable | None, timeout: float) -> tuple[dict, list[str]]:
-    report: dict | None = None
-    fatal: dict | None = None
+                   table: SkuTable | None, timeout: float) -> tuple[Json, list[str]]:
+    report: Json | None = None
+    fatal: Json | None = None
     noise: list[str] = []
     ctx: Context | None = None
     failed: CommandFailed | None = None
@@ -264,7 +265,7 @@ def _stream_events(conn: Connection, command: str, python: str, on_event: EventH
     return report, noise
 
 
-def _fatal_error(host: str, python: str, fatal: dict) -> DevenvError:
+def _fatal_error(host: str, python: str, fatal: Json) -> DevenvError:
     what = fatal.get("error")
     message = str(fatal.get("message") or what)
     if what == "no-torch":
@@ -276,7 +277,7 @@ def _fatal_error(host: str, python: str, fatal: dict) -> DevenvError:
                        "run it again with DEVENV_DEBUG=1, and report it if it repeats")
 
 
-def _parse(line: str) -> dict | None:
+def _parse(line: str) -> Json | None:
     line = line.strip()
     if not line.startswith("{"):
         return None

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from devenv.config.paths import state_dir, write_private
 from devenv.errors import DevenvError
-from devenv.sanity.verdict import Verdict, num
+from devenv.sanity.verdict import Json, Verdict, num
 
 CHANGE_NOTE = 0.10  # a change under 10% is within run-to-run noise for these short measurements
 
@@ -28,7 +28,7 @@ def _safe(host: str) -> str:
     return cleaned or "_"
 
 
-def save_report(host: str, report: dict, verdict: Verdict, *, suite: str | None = None,
+def save_report(host: str, report: Json, verdict: Verdict, *, suite: str | None = None,
                 when: _dt.datetime | None = None) -> Path:
     when = (when or _dt.datetime.now(_dt.timezone.utc)).astimezone(_dt.timezone.utc)
     record = {"host": host, "saved_at": when.isoformat(timespec="seconds"),
@@ -51,7 +51,7 @@ def list_reports(host: str) -> list[Path]:
     return sorted(directory.glob("*.json"))
 
 
-def load_report(path: Path) -> dict:
+def load_report(path: Path) -> Json:
     try:
         record = json.loads(Path(path).read_text())
     except (OSError, ValueError) as exc:
@@ -62,7 +62,7 @@ def load_report(path: Path) -> dict:
     return record
 
 
-def last_report(host: str, *, before: Path | None = None) -> dict | None:
+def last_report(host: str, *, before: Path | None = None) -> Json | None:
     """The newest saved record of `host` (older than `before` when given), or None."""
     paths = list_reports(host)
     if before is not None:
@@ -109,10 +109,10 @@ class Comparison:
         return [r for r in self.rows if r.change == "worse"]
 
 
-def metrics(report: dict) -> dict[str, tuple[float | None, str, bool]]:
+def metrics(report: Json) -> dict[str, tuple[float | None, str, bool]]:
     """The comparable numbers of one program report: name -> (value, unit, higher_is_better)."""
     out: dict[str, tuple[float | None, str, bool]] = {}
-    train: dict[tuple, dict] = {}
+    train: dict[tuple[object, object, object], Json] = {}  # (model, workload, mode) -> its result
     for r in report.get("results") or []:
         if not isinstance(r, dict) or r.get("error") or r.get("skipped"):
             continue
@@ -136,19 +136,21 @@ def metrics(report: dict) -> dict[str, tuple[float | None, str, bool]]:
                 train[(r.get("model"), r.get("workload"), r.get("mode"))] = r
     for (model, workload, mode), r in train.items():
         base = train.get((model, workload, "fp32"))
-        if mode in ("fp16", "bf16") and base and num(r.get("step_ms")) and num(base.get("step_ms")):
-            out[f"{model} {mode} AMP speedup vs fp32 [{workload}]"] = (
-                num(base["step_ms"]) / num(r["step_ms"]), "x", True)
+        if mode not in ("fp16", "bf16") or not base:
+            continue
+        step, base_step = num(r.get("step_ms")), num(base.get("step_ms"))
+        if step and base_step:
+            out[f"{model} {mode} AMP speedup vs fp32 [{workload}]"] = (base_step / step, "x", True)
     return out
 
 
-def _label(record: dict) -> str:
+def _label(record: Json) -> str:
     fp = (record.get("report") or {}).get("fingerprint") or {}
     gpu = fp.get("gpu_name") or "CPU"
     return f"{record.get('host', '?')} {record.get('saved_at', '')} ({gpu}, torch {fp.get('torch', '?')})".strip()
 
 
-def compare(a: dict, b: dict) -> Comparison:
+def compare(a: Json, b: Json) -> Comparison:
     """Diff two saved records (or {"report": ...} dicts): b relative to a, metric by metric."""
     ma, mb = metrics(a.get("report") or {}), metrics(b.get("report") or {})
     rows = []

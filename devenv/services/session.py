@@ -25,6 +25,7 @@ from devenv.config.profiles import EnvProfile, HostProfile
 from devenv.env.image_context import BuildInputs
 from devenv.env.info import EnvStatus, ImageInfo, ProgressEvent
 from devenv.env.spec import CONTAINER_PORTS, user_of
+from devenv.errors import ProfileError
 from devenv.remote.base import Connection
 from devenv.services import jupyter
 from devenv.services.background import Background
@@ -34,11 +35,12 @@ from devenv.services.environments.contract import (
     Events,
     JupyterAccess,
     QuietEvents,
+    Removed,
     Traits,
     UpOptions,
     UpResult,
 )
-from devenv.services.environments.registry import open_backend, settle, traits_of
+from devenv.services.environments.registry import BackendClass, backend_class, open_backend, settle
 
 
 class Tunnel(Protocol):
@@ -53,8 +55,18 @@ class Tunnel(Protocol):
 
 
 def resolve_env(host: HostProfile, flag: str | None) -> EnvProfile:
-    """Merge order: host profile's default_env < $DEVENV_ENV < --env."""
-    return profiles.load_env(flag or os.environ.get("DEVENV_ENV") or host.default_env)
+    """Merge order: host profile's default_env < $DEVENV_ENV < --env. A name no profile has may be a project's
+    own environment (config.project_envs): the environment it builds on, under the project's name."""
+    name = flag or os.environ.get("DEVENV_ENV") or host.default_env
+    try:
+        return profiles.load_env(name)
+    except ProfileError:
+        from devenv.config import project_envs
+
+        project = project_envs.lookup(name)
+        if project is None:
+            raise
+        return replace(profiles.load_env(project.base), name=name)
 
 
 class EnvSession:
@@ -74,7 +86,22 @@ class EnvSession:
 
     @cached_property
     def env(self) -> EnvProfile:
+        if self._env_name is None and not os.environ.get("DEVENV_ENV") and self.profile.source == hostref.NO_PROFILE:
+            return resolve_env(replace(self.profile, default_env=self._fitting_env()), None)
         return resolve_env(self.profile, self._env_name)
+
+    env_note = ""  # why the environment is the one it is, when the host has no profile to say (said by the CLI)
+
+    def _fitting_env(self) -> str:
+        """A host without a profile gets the environment that fits it: `cuda` where an NVIDIA GPU answers
+        nvidia-smi, else `cpu` (one round trip)."""
+        probe = self.conn.run("nvidia-smi -L 2>/dev/null | grep -q '^GPU '", timeout=30)
+        name = "cuda" if probe.ok else "cpu"
+        why = "an NVIDIA GPU answers nvidia-smi" if probe.ok else "no NVIDIA GPU answers nvidia-smi"
+        self.env_note = (f"{self.profile.name} has no host profile and {why}: environment '{name}' "
+                         f"(--env names another)")
+        self.events.step(self.env_note)
+        return name
 
     def use_gpus(self, gpus: str | None) -> None:
         """--gpus: the environment's GPUs instead of the profile's `gpus:` (None: the profile's)."""
@@ -87,9 +114,15 @@ class EnvSession:
         return settle(self.profile, self.conn)
 
     @property
+    def kind(self) -> BackendClass:
+        """The backend class of the host's kind, for what it answers before anything is opened (asks the host
+        once when its runtime is `auto`)."""
+        return backend_class(self.host)
+
+    @property
     def traits(self) -> Traits:
-        """What the host's kind of environment is like (asks the host once when its runtime is `auto`)."""
-        return traits_of(self.host)
+        """Words for the host's kind of environment (display only)."""
+        return self.kind.traits
 
     @property
     def backend(self) -> EnvironmentBackend:
@@ -106,14 +139,11 @@ class EnvSession:
     # --- the steps commands share ----------------------------------------------------------------------
 
     def check(self, on_result: Callable[[CheckResult], None] | None = None) -> CheckReport:
-        """Every check of `devenv check` for this host and environment (a Slurm cluster's: services/cluster_check)."""
-        if self.traits.scheduled:
-            from devenv.services.environments.slurm.check import run_cluster_check
-
-            return run_cluster_check(self.conn, self.profile, self.env, on_result)
-        from devenv.services.preflight import run_check
-
-        return run_check(self.conn, self.profile, self.env, on_result)
+        """Every check of `devenv check` for this host and environment, as its backend has it."""
+        opener = getattr(self.conn, "open", None)
+        if opener is not None:
+            opener()  # raises ConnectError before `auto` is decided: the one fatal condition
+        return self.kind.run_check(self.conn, self.host, self.env, on_result)
 
     def _preflight(self, env: EnvProfile) -> CheckReport:
         """The check `up` runs before it makes anything (the one started early, when it was)."""
@@ -123,15 +153,8 @@ class EnvSession:
         return self._run_preflight(env, self.host, self._allow_busy)
 
     def _run_preflight(self, env: EnvProfile, host: HostProfile, allow_busy: bool) -> CheckReport:
-        """On a Slurm cluster the login node's part of the cluster check (partitions, GRES, the request,
-        limits), else the host's."""
-        if traits_of(host).scheduled:
-            from devenv.services.environments.slurm.check import run_cluster_preflight
-
-            return run_cluster_preflight(self.conn, host, env)
-        from devenv.services.preflight import run_check
-
-        return run_check(self.conn, host, env, allow_busy=allow_busy)
+        """The backend's preflight (a Slurm cluster's: the login node's part of its check)."""
+        return backend_class(host).run_preflight(self.conn, host, env, allow_busy)
 
     def _start_check_early(self) -> None:
         """When this laptop knows of no such environment on the host (never made here, or `down` since), `up`
@@ -140,17 +163,15 @@ class EnvSession:
         environment after all, nothing waits for the check and its answer is dropped."""
         from devenv.env import state as envstate
 
-        traits = self.traits
-        if not (traits.containers or traits.scheduled) or envstate.load(self.profile.name, self.env.name).get(
-                "container"):
-            return  # measured to gain for containers and Slurm jobs (the login node's batch beside the job lookup)
+        if not self.kind.early_preflight or envstate.load(self.profile.name, self.env.name).get("container"):
+            return  # the backend says whether it pays (measured: the engine's, the login node's lookup)
         host, env, allow_busy = self.host, self.env, self._allow_busy
         self._early_check = env, Background(lambda: self._run_preflight(env, host, allow_busy), "devenv-early-check")
 
     def up(self, options: UpOptions | None = None) -> UpResult:
         """Make or reattach the environment; its ssh entry is written when it runs its own sshd."""
         key = None
-        if self.traits.containers:  # the container's sshd accepts devenv's key
+        if self.kind.needs_env_key:  # the environment's own sshd accepts devenv's key
             from devenv.remote.envkey import ensure_key
 
             key = ensure_key()
@@ -165,13 +186,25 @@ class EnvSession:
         if self._relay_ahead:
             options = replace(options, relay_ahead=True)
         self._start_check_early()
-        result = self.backend.up(self.env, key, events=self.events, options=options)
+        from devenv.env.spec import owner
+        from devenv.services.environments.lock import up_lock
+
+        with up_lock(self.conn, owner(), self.env.name, self.events.step):  # one `up` of it at a time
+            result = self.backend.up(self.env, key, events=self.events, options=options)
         if key and self.env.sshd and result.host_key and "ssh" in result.status.ports:
             from devenv.services.ssh_entry import write_env_entry
 
             write_env_entry(self.host, self.env.name, result.status.ports["ssh"], result.host_key, key.private_path,
                             user_of(result.status.spec))
         return result
+
+    def down(self, purge: bool = False) -> Removed:
+        """Stop and remove the environment (the workspace too with purge), and its ssh entry."""
+        removed = self.backend.down(self.env.name, purge=purge)
+        from devenv.services.ssh_entry import remove_env_entry
+
+        remove_env_entry(self.host, self.env.name)
+        return removed
 
     def jupyter_of(self, result: UpResult) -> JupyterAccess | None:
         """How to reach the Jupyter `up` started (None when it runs none)."""
@@ -269,6 +302,8 @@ def open_env(host: str | HostProfile, env_name: str | None = None, *, accept_new
     profile = hostref.load_host(host) if isinstance(host, str) else host  # a profile, or an ssh destination
     chosen_key()  # a bad $DEVENV_SSH_KEY is bad input (exit 2), said before any connection is tried
     session = EnvSession(profile, get_connection(profile, accept_new_host=accept_new_host), env_name, events)
+    if env_name or os.environ.get("DEVENV_ENV"):
+        session.env  # noqa: B018  (a named env that cannot be loaded is bad input, exit 2, said before dialling)
     try:
         yield session
     finally:

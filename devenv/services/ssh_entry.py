@@ -51,3 +51,17 @@ def write_env_entry(host: HostProfile, env_name: str, port: int, host_key: str, 
     paths.write_private(known_hosts, openssh.replace_known_host(old_known, alias, pinned))
     paths.write_private(config, openssh.replace_block(old_config, alias, block))
     return alias
+
+
+def remove_env_entry(host: HostProfile, env_name: str) -> bool:
+    """The environment's block and pinned key gone from devenv's ssh files (`down`: what it led to is gone,
+    and the next `up` writes it again); whether there was one."""
+    config, known_hosts = ssh_files()
+    alias = openssh.env_alias(host.name, env_name)
+    old_config = config.read_text() if config.is_file() else ""
+    if openssh.block_of(old_config, alias) is None:
+        return False
+    paths.write_private(config, openssh.remove_block(old_config, alias))
+    if known_hosts.is_file():
+        paths.write_private(known_hosts, openssh.remove_known_host(known_hosts.read_text(), alias))
+    return True

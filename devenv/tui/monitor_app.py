@@ -10,23 +10,28 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from typing import Protocol
 
-from textual import on, work
+from rich.console import RenderableType
+from textual import events, on, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.message import Message
+from textual.notifications import SeverityLevel
+from textual.widget import AwaitMount
 from textual.widgets import Footer, Header, Input, Label, RichLog, Static
 from textual.worker import get_current_worker
 
 from devenv.errors import DevenvError
+from devenv.gpu.sample import ProcessSample
 from devenv.services.environments.slurm.places import FOLLOW_EVERY_S
 from devenv.services.monitor import HostSnapshot
 from devenv.services.monitor_jupyter import JupyterLink
+from devenv.services.monitor_keys import HostChanges as HostChanges  # the app's interface, re-exported
+from devenv.services.monitor_keys import MonitorServices as MonitorServices
 from devenv.tui.monitor_screens import ConfirmScreen, HelpScreen, JupyterScreen, SanityScreen
 from devenv.tui.monitor_view import SORTS, HostExtras, flatten, host_view, sorted_processes
 
@@ -40,37 +45,6 @@ class Sampler(Protocol):
     def stop(self, timeout: float = 3.0) -> None: ...
     def snapshot(self) -> HostSnapshot: ...
     def wait_for_update(self, version: int, timeout: float) -> tuple[int, HostSnapshot]: ...
-
-
-@dataclass
-class MonitorServices:
-    """What the keys call. Each is None until its service exists; the key then says it is not available.
-
-    run_sanity gets a progress callback (text, fraction 0..1 or None) and returns the verdict line."""
-
-    env_state: Callable[[str], str | None] | None = None
-    last_verdict: Callable[[str], str | None] | None = None
-    env_of: Callable[[str], str] | None = None   # the environment name the keys act on, for confirmations
-    open_jupyter: Callable[[str], JupyterLink] | None = None
-    open_browser: Callable[[str], str] | None = None
-    run_sanity: Callable[[str, Callable[[str, float | None], None]], str] | None = None
-    up: Callable[[str], str] | None = None
-    down: Callable[[str], str] | None = None
-    follow_logs: Callable[[str], Iterator[str]] | None = None
-    # kill(host, pid, "TERM" | "KILL", command it should still run) -> what was done
-    kill: Callable[[str, int, str, str | None], str] | None = None
-    close: Callable[[], None] | None = None  # called once at quit (closes tunnels the keys opened)
-    # the hosts that came and went since the last call (a Slurm cluster's jobs), asked every FOLLOW_EVERY_S
-    follow_hosts: Callable[[], HostChanges] | None = None
-
-
-@dataclass(frozen=True)
-class HostChanges:
-    """New hosts (their samplers come from the app's sampler_factory), the last snapshot of hosts that
-    ended (a job that no longer runs: its panel stays, saying so, and its sampler stops), rows to drop."""
-    added: list[str] = field(default_factory=list)
-    ended: list[HostSnapshot] = field(default_factory=list)
-    gone: list[str] = field(default_factory=list)
 
 
 # --- messages (up from workers) -------------------------------------------------------------------------
@@ -115,9 +89,9 @@ class HostPanel(Static, can_focus=True):
         self.host = host
         self.snapshot: HostSnapshot = HostSnapshot(host, "connecting", 0.0)
         self.extras = HostExtras()
-        self.view = None
+        self.view: RenderableType | None = None
         self.drawn_at = 0.0  # monotonic time of the last redraw
-        self.shape: tuple | None = None
+        self.shape: tuple[int, int] | None = None
         self.border_title = host
         self.sort = "gpu"
         self.selected_pid: int | None = None   # the process the kill keys act on
@@ -133,7 +107,7 @@ class HostPanel(Static, can_focus=True):
     def on_focus(self) -> None:
         self.post_message(self.Selected(self.host))
 
-    def selected_process(self):
+    def selected_process(self) -> ProcessSample | None:
         return next((p for p in self.snapshot.processes if p.pid == self.selected_pid), None)
 
     def action_move(self, step: int) -> None:
@@ -155,8 +129,8 @@ class HostPanel(Static, can_focus=True):
     def redraw(self, now: float) -> None:
         self.set_class(self.snapshot.state != "ok", "unhealthy")
         width = self.content_size.width or self.app.size.width - 4
-        self.view = host_view(self.snapshot, self.extras, now, width, self.sort, self.selected_pid)
-        text = flatten(self.view, width)
+        self.view = view = host_view(self.snapshot, self.extras, now, width, self.sort, self.selected_pid)
+        text = flatten(view, width)
         shape = (text.plain.count("\n"), width)
         self.update(text, layout=shape != self.shape)  # a new layout only when the height changed
         self.shape, self.drawn_at = shape, time.monotonic()
@@ -164,7 +138,7 @@ class HostPanel(Static, can_focus=True):
 
 # --- the app --------------------------------------------------------------------------------------------
 
-class MonitorApp(App):
+class MonitorApp(App[None]):
     CSS_PATH = "monitor.tcss"
     TITLE = "devenv monitor"
     BINDINGS = [
@@ -202,8 +176,8 @@ class MonitorApp(App):
         self.logs_rows: int | None = None   # rows of the logs pane the user chose (None: by terminal size)
         self.jupyter_links: dict[str, JupyterLink] = {}  # host -> the last checked link (its tunnel stays open)
 
-    def notify(self, message: str, *, title: str = "", severity="information", timeout: float | None = None,
-               markup: bool = True) -> None:
+    def notify(self, message: str, *, title: str = "", severity: SeverityLevel = "information",
+               timeout: float | None = None, markup: bool = True) -> None:
         self.notified = (self.notified + [(severity, title, message)])[-50:]
         super().notify(message, title=title, severity=severity, timeout=timeout, markup=markup)
 
@@ -225,7 +199,7 @@ class MonitorApp(App):
 
     COMPACT_BELOW = (100, 30)  # columns, rows: under either, panels lose padding and the title bar goes
 
-    def on_resize(self, event) -> None:
+    def on_resize(self, event: events.Resize) -> None:
         self._fit(event.size.width, event.size.height)
 
     def _fit(self, width: int, height: int) -> None:
@@ -474,7 +448,7 @@ class MonitorApp(App):
         if message.host == self.logs_host:
             self.query_one("#logs", RichLog).write(message.line)
 
-    def on_action_finished(self, message: ActionFinished) -> None:
+    def on_action_finished(self, message: ActionFinished) -> AwaitMount | None:
         panel = self.panel(message.host)
         if message.action == "sanity":
             if isinstance(self.screen, SanityScreen) and self.screen.host == message.host:
@@ -488,6 +462,7 @@ class MonitorApp(App):
         title = f"{message.action} on {message.host}"
         self.notify(message.text, title=title, severity="information" if message.ok else "error",
                     timeout=30 if message.action == "jupyter" else 8, markup=False)
+        return None
 
     def on_sanity_progress(self, message: SanityProgress) -> None:
         if isinstance(self.screen, SanityScreen) and self.screen.host == message.host:
@@ -533,7 +508,9 @@ class MonitorApp(App):
         run = self.services.run_sanity
 
         def sanity(h: str) -> str:
-            return run(h, lambda text, fraction=None: self.post_message(SanityProgress(h, text, fraction)))
+            def progress(text: str, fraction: float | None = None) -> None:
+                self.post_message(SanityProgress(h, text, fraction))
+            return run(h, progress)
         self.push_screen(SanityScreen(host))
         self._run_action(host, "sanity", sanity)
 

@@ -5,14 +5,14 @@ from __future__ import annotations
 import io
 from dataclasses import dataclass
 
-from rich.console import Console, Group, RenderableType
+from rich.console import Console, Group, JustifyMethod, RenderableType
 from rich.table import Table
 from rich.text import Text
 
 from devenv.env import spec as envspec
 from devenv.gpu import format as fmt
 from devenv.gpu.occupancy import whose
-from devenv.gpu.sample import GpuSample, sample_step, sparkline, time_series
+from devenv.gpu.sample import GpuSample, Point, ProcessSample, sample_step, sparkline, time_series
 from devenv.services.monitor import HostSnapshot
 
 STATE_STYLE = {
@@ -124,7 +124,7 @@ class Column:
     name: str
     width: int
     drop_rank: int      # 0: never dropped; higher ranks go first when the panel is narrow
-    justify: str = "right"
+    justify: JustifyMethod = "right"
 
 
 GAP = 2  # cells between columns
@@ -156,7 +156,7 @@ def gpu_layout(width: int, throttle_width: int = 12) -> tuple[list[Column], int,
     raise AssertionError("unreachable")
 
 
-def _history_cell(points: tuple, metric: str, cells: int, now: float, step: float, style: str) -> Text:
+def _history_cell(points: tuple[Point, ...], metric: str, cells: int, now: float, step: float, style: str) -> Text:
     """The metric on a time axis ending now; cells from before the first sample stay blank (no history yet is
     not a gap), so only real gaps show as dots."""
     drawn = sparkline(time_series(points, metric, cells, now, step), 0, 100)
@@ -204,7 +204,7 @@ def gpu_table(snap: HostSnapshot, width: int = 120, now: float | None = None) ->
 SORTS = ("gpu", "memory", "sm", "cpu", "time")  # the `o` key cycles through these
 
 
-def sorted_processes(snap: HostSnapshot, sort: str = "gpu") -> list:
+def sorted_processes(snap: HostSnapshot, sort: str = "gpu") -> list[ProcessSample]:
     index_of = {g.uuid: g.index for g in snap.gpus}
     by_gpu = sorted(snap.processes, key=lambda p: (index_of.get(p.gpu_uuid, 99), p.pid))
     # highest first; an unknown value ("-": no sample, or not reported) after every known one, 0 included

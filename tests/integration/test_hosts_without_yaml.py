@@ -61,6 +61,21 @@ def test_check_an_ssh_alias_with_no_profile(server):
     assert r.exit_code == (1 if failed else 0), r.output
 
 
+def test_a_host_without_a_profile_gets_the_environment_that_fits_it_and_says_so(server):
+    # the sshd runs on this machine: `cuda` where it has an NVIDIA GPU, else `cpu` (issue 28, point 5)
+    import subprocess
+
+    gpu = subprocess.run("nvidia-smi -L 2>/dev/null | grep -q '^GPU '", shell=True).returncode == 0
+    fits, why = ("cuda", "an NVIDIA GPU answers") if gpu else ("cpu", "no NVIDIA GPU answers")
+    s, key = server
+    alias_config(s, key)
+    r = CliRunner().invoke(main, ["check", "myalias"])
+    assert f"Checking myalias for environment '{fits}'" in r.output, r.output
+    assert f"myalias has no host profile and {why} nvidia-smi: environment '{fits}'" in r.output
+    named = CliRunner().invoke(main, ["check", "myalias", "--env", "cuda"])
+    assert "for environment 'cuda'" in named.output and "no host profile" not in named.output
+
+
 def test_check_user_at_host_port_with_the_agents_key(server, fresh, tmp_path, monkeypatch):
     s, key = server
     agent = SSHAgent(tmp_path / "agent").__enter__()

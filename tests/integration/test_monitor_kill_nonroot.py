@@ -1,4 +1,4 @@
-"""The monitor's kill key as a user who is not root: the TUI's own kill service (cli/monitor_services), over the
+"""The monitor's kill key as a user who is not root: the TUI's own kill service (services/monitor_wiring), over the
 test host's real sshd, logged in as the unprivileged `devenv-nodocker` (alias testbox-nodocker). Real processes of
 three owners run on the host: that user's own, root's and nobody's. Only the own one may be stopped."""
 
@@ -9,10 +9,10 @@ import subprocess
 import pytest
 from monitor_helpers import wait_until
 
-from devenv.cli.monitor_services import services_for
 from devenv.config.hostref import load_host
 from devenv.errors import DevenvError
 from devenv.remote.pool import close_all
+from devenv.services.monitor_wiring import services_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 

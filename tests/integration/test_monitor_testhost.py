@@ -165,9 +165,9 @@ def test_replay_over_the_test_host_with_a_drop_and_a_container(testhost, use_tes
 def test_keys_reach_the_provisioning_service_on_the_test_host(testhost, use_testhost, monkeypatch):
     """What j/u/d, the env state and the logs pane call, against the real Docker test host, for an owner with no
     environment there: each answers plainly (no environment), nothing is created or removed."""
-    from devenv.cli.monitor_services import services_for
     from devenv.config.profiles import load_host
     from devenv.errors import DevenvError
+    from devenv.services.monitor_wiring import services_for
 
     monkeypatch.setenv("DEVENV_OWNER", f"monitor-test-{uuid.uuid4().hex[:6]}")
     services = services_for({"testbox": load_host("testbox")})

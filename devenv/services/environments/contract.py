@@ -3,16 +3,21 @@
 An EnvironmentBackend is the environments of one owner on one host, wherever they live: a container
 (environments/docker), the bare host (environments/host) or a Slurm job (environments/slurm).
 environments.registry is the only code that knows which is which; callers (services.session, and through it the
-CLI and the TUI) use this interface and the backend's Traits, never the runtime's name.
+CLI and the TUI) ask the backend's class and its instances, never the runtime's name: what the check is, where
+`devenv ssh` lands, whether images are built, what the monitor watches, what `down` did. `up`, `down` and
+`status` decide once, in environments/flow.py; each backend supplies the steps (look, reattach, finish, remove,
+create, stop, list).
 
 Progress and questions go up through Events, which the front end implements: a backend never prints.
 """
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from enum import Enum
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from devenv.checks.report import CheckReport
 from devenv.config.profiles import EnvProfile, HostProfile
@@ -22,8 +27,10 @@ from devenv.errors import DevenvError
 from devenv.services import jupyter
 
 if TYPE_CHECKING:
+    from devenv.checks.report import CheckResult
     from devenv.remote.base import Connection
     from devenv.remote.envkey import EnvKey
+    from devenv.services.monitor import JobPlace
 
 # chunks of (stdout, stderr) bytes, and a function giving the exit code once they are read
 ExecStream = tuple[Iterator[tuple[bytes, bytes]], Callable[[], int]]
@@ -63,13 +70,49 @@ class QuietEvents:
 
 @dataclass(frozen=True)
 class Traits:
-    """What a kind of backend is like, for the callers that present it (no behaviour hides behind these)."""
+    """Words that present a kind of backend to people (no behaviour hides behind these: behaviour is asked of
+    the backend's class and its instances)."""
 
-    containers: bool        # environments are containers: image, engine and GPU-access checks, `image build`
-    shell_on_host: bool     # `devenv ssh` is the host's own sshd (no sshd of the environment's own)
+    environment: str        # what one environment is there: "a container", "Jupyter on the host", "a Slurm job"
     down_verb: str          # what `down` did to each item it lists: "Removed container", "Stopped", ...
-    scheduled: bool = False  # environments are scheduler jobs on nodes behind a login node: the monitor
-    #                          watches the nodes of the user's jobs (services/cluster_monitor), not the host
+
+
+class Shell(Enum):
+    """Where `devenv ssh` lands, and with it `code`, `sync` and `exec` with stdin or a terminal."""
+
+    OWN_SSHD = "own sshd"   # the environment's own sshd, published on the host's 127.0.0.1 (devenv's ssh entry)
+    HOST = "host"           # the host's own sshd: the environment is the host itself
+    NONE = "none"           # no shell (a Slurm job): `exec` runs commands through devenv's connection
+
+
+@dataclass(frozen=True)
+class Removed:
+    """What `down` did: each item (a container, a Jupyter process, a job) with the verb that says what was done
+    to it, the workspace deleted by --purge and the networks removed."""
+
+    verb: str
+    items: list[str] = field(default_factory=list)
+    volumes: list[str] = field(default_factory=list)
+    networks: list[str] = field(default_factory=list)
+
+    @property
+    def nothing(self) -> bool:
+        return not self.items and not self.volumes and not self.networks
+
+    def to_json(self) -> dict[str, Any]:
+        """`down --json`: the same keys for every backend (items under "removed", said by "verb")."""
+        return {"verb": self.verb, "removed": self.items, "volumes": self.volumes, "networks": self.networks}
+
+
+@dataclass(frozen=True)
+class Existing:
+    """What `up` found of the environment on the host, for environments/flow.py to decide on. `handle` is the
+    backend's own (a container, a state file, a job); the flow only reads the rest."""
+
+    handle: Any
+    running: bool               # it runs (or a job waits in the queue): reattach when its spec is the same
+    same: bool                  # made from the profile's spec as it is now
+    diff: list[str] = field(default_factory=list)   # what changed, when not the same (shown before the question)
 
 
 @dataclass
@@ -185,34 +228,141 @@ def preflight(check: Check | None, host: HostProfile, env: EnvProfile, events: E
         raise PreflightFailed(report)
 
 
-class EnvironmentBackend(Protocol):
-    """The environments of one owner on one host. Names are environment names (env profiles' names)."""
+class EnvironmentBackend(ABC):
+    """The environments of one owner on one host. Names are environment names (env profiles' names).
 
-    traits: Traits
+    The class answers what is known before anything is opened (the registry holds classes): its words, where
+    the shell is, whether images are built, the checks, what the monitor watches. An instance (open()) is the
+    host's environments. A backend subclasses environments/flow.FlowBackend, whose `up`, `down` and `status`
+    decide once for all, and supplies the steps below."""
+
+    traits: ClassVar[Traits]
+    shell: ClassVar[Shell]
+    builds_images: ClassVar[bool] = False       # environments run from an image built on the host (`image build`)
+    needs_env_key: ClassVar[bool] = False       # `up` gives the environment devenv's key (its own sshd admits it)
+    # `up` with no environment known on this laptop starts its preflight beside the engine's lookup (measured to
+    # gain where the lookup is slow: a container engine, a login node's squeue)
+    early_preflight: ClassVar[bool] = False
+    sanity_across_nodes: ClassVar[bool] = False   # `devenv sanity` runs across a job's nodes (multi-node)
     host: HostProfile
+    check: Check | None                           # the preflight; None: `up` checks nothing
 
-    def up(self, env: EnvProfile, key: EnvKey | None, *, events: Events, options: UpOptions) -> UpResult:
-        """Make, finish or reattach the environment (docs/environments.md's table), and wait until it answers."""
+    # --- what the class answers before anything is opened ----------------------------------------------
 
-    def down(self, env_name: str, purge: bool = False) -> dict[str, list[str]]:
-        """Stop and remove it; the workspace stays unless purge. What was removed: {"containers", "volumes"}."""
+    @classmethod
+    @abstractmethod
+    def open(cls, host: HostProfile, conn: Connection, check: Check | None = None) -> EnvironmentBackend:
+        """The backend on conn, wrapped in its runtime (the registry calls this)."""
 
+    @classmethod
+    @abstractmethod
+    def run_check(cls, conn: Connection, host: HostProfile, env: EnvProfile,
+                  on_result: Callable[[CheckResult], None] | None = None) -> CheckReport:
+        """Every check of `devenv check` for this host and environment."""
+
+    @classmethod
+    @abstractmethod
+    def run_preflight(cls, conn: Connection, host: HostProfile, env: EnvProfile,
+                      allow_busy: bool = False) -> CheckReport:
+        """The check `up` runs before it makes anything."""
+
+    @classmethod
+    def watched_places(cls, connect: Callable[[], Connection], host: HostProfile) -> list[JobPlace] | None:
+        """What `devenv monitor` samples: None for the host itself (nothing asked), else the nodes of the
+        user's running jobs (connect() gives the host's connection)."""
+        return None
+
+    # --- the steps of `up` (environments/flow.py decides with them) ----------------------------------------
+
+    @abstractmethod
+    def up(self, env: EnvProfile, key: EnvKey | None = None, *, events: Events | None = None,
+           options: UpOptions | None = None) -> UpResult:
+        """Make, finish or reattach the environment (docs/environments.md's table), and wait until it answers:
+        environments/flow.FlowBackend decides, with the steps below."""
+
+    @abstractmethod
+    def look(self, env: EnvProfile, key: EnvKey | None, options: UpOptions) -> Existing | None:
+        """What the host has of the environment (None: nothing), judged against the profile as it is."""
+
+    @abstractmethod
+    def reattach(self, env: EnvProfile, found: Existing, key: EnvKey | None, events: Events,
+                 options: UpOptions) -> UpResult:
+        """A running environment of the same spec: wait for it to answer (repairing a dead service)."""
+
+    def prepare(self, env: EnvProfile, found: Existing | None, key: EnvKey | None, events: Events,
+                options: UpOptions) -> Existing | None:
+        """After the preflight, before anything changes: what `up` needs first (an image, a python with
+        JupyterLab); returns found judged again when that changed what the spec is."""
+        return found
+
+    @abstractmethod
+    def finish(self, env: EnvProfile, found: Existing, key: EnvKey | None, events: Events,
+               options: UpOptions) -> UpResult | None:
+        """A half-made or stopped environment of the same spec, started; None when it cannot be and was
+        removed (the flow makes it anew)."""
+
+    @abstractmethod
+    def replace_question(self, env: EnvProfile, found: Existing) -> tuple[str, DevenvError]:
+        """(the question before a changed environment is replaced, the error when the answer is no)."""
+
+    @abstractmethod
+    def remove(self, env: EnvProfile, found: Existing, events: Events) -> None:
+        """Take away a changed environment before it is made again (its workspace stays)."""
+
+    @abstractmethod
+    def create(self, env: EnvProfile, key: EnvKey | None, action: str, found: Existing | None, events: Events,
+               options: UpOptions) -> UpResult:
+        """Make the environment and wait until it answers; action says what the result reports (created,
+        recreated, started). found: what was there (a stopped one whose leftovers `create` reuses)."""
+
+    # --- down and status ----------------------------------------------------------------------------------
+
+    @abstractmethod
+    def down(self, env_name: str, purge: bool = False) -> Removed:
+        """Stop and remove it; the workspace stays unless purge (flow.FlowBackend, with take_down)."""
+
+    @abstractmethod
+    def take_down(self, env_name: str, purge: bool) -> Removed:
+        """down's step: stop and remove what runs (and the workspace with purge); the flow forgets the rest."""
+
+    @abstractmethod
     def status(self, all_owners: bool = True) -> list[EnvStatus]:
-        """Every environment the host reports (this owner's only, unless all_owners)."""
+        """Every environment the host reports (this owner's only, unless all_owners): one row each
+        (flow.FlowBackend, with list_environments)."""
 
+    @abstractmethod
+    def list_environments(self, all_owners: bool) -> list[EnvStatus]:
+        """status's step: what the host reports, as it reports it."""
+
+    # --- the rest --------------------------------------------------------------------------------------
+
+    @abstractmethod
     def find(self, env_name: str) -> EnvStatus | None: ...
 
+    @abstractmethod
     def volumes(self, env_name: str) -> list[str]:
         """What --purge would delete."""
 
+    @abstractmethod
+    def workspace(self, env: EnvProfile) -> str:
+        """The workspace folder: inside the environment (a container's), or on the host (~/... there)."""
+
+    @abstractmethod
     def logs(self, env_name: str, tail: int | str = 200, follow: bool = False) -> Iterator[str]: ...
 
-    def exec(self, env_name: str, argv: list[str]) -> ExecStream: ...
+    @abstractmethod
+    def exec(self, env_name: str, argv: list[str]) -> ExecStream:
+        """argv in the environment, without stdin: (chunks of (stdout, stderr) as they come, the exit code once
+        read). stdin and a terminal go through `shell` (cli/exec_ssh)."""
 
+    @abstractmethod
     def jupyter_access(self, env_name: str) -> JupyterAccess: ...
 
-    def ssh_target(self, env_name: str) -> SshTarget: ...
+    @abstractmethod
+    def ssh_target(self, env_name: str) -> SshTarget:
+        """Where `devenv ssh` goes for this environment; raises where there is no shell (Shell.NONE)."""
 
+    @abstractmethod
     def command_target(self, env_name: str, host_if_no_env: bool = False) -> CommandTarget:
         """Where commands run with the environment's python; when it is not running: raises, or with
         host_if_no_env runs on the host (the monitor's sanity key)."""
@@ -220,5 +370,7 @@ class EnvironmentBackend(Protocol):
     def build_image(self, env: EnvProfile, inputs: BuildInputs,
                     progress: Callable[[ProgressEvent], None]) -> ImageInfo:
         """The environment's image built on the host (no_images() where environments are no containers)."""
+        raise no_images(self.host)
 
+    @abstractmethod
     def close(self) -> None: ...

@@ -109,7 +109,7 @@ def test_exec_stdin_tty_taken_port_status_labels_and_json(test_env):
         busy.listen()
         port = busy.getsockname()[1]
         refused = test_env.run("jupyter", "testbox", "--env", env, "-p", str(port), check=False)
-        assert refused.returncode == 2 and "already in use" in refused.stderr
+        assert refused.returncode == 6 and "already in use" in refused.stderr
         held = test_env.popen("jupyter", "testbox", "--env", env, "--json")
         try:
             line = json.loads(held.stdout.readline())

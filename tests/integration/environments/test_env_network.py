@@ -103,7 +103,7 @@ def test_a_network_left_without_its_container_is_reused_then_removed_by_down(tes
 
     docker("rm", "-f", test_env.container, check=True)
     down = json.loads(test_env.run("down", "testbox", "--env", env, "--json").stdout)
-    assert down["networks"] == [own] and down["containers"] == []
+    assert down["networks"] == [own] and down["removed"] == [] and down["verb"] == "Removed container"
     assert test_env.networks() == []
 
 

@@ -12,10 +12,10 @@ import pytest
 from env_testing import OWNER, processes_mentioning
 from jupyter_client import JupyterClient
 
-from devenv.cli.monitor_services import services_for
 from devenv.config.profiles import load_host
 from devenv.remote.pool import close_all, get_connection
 from devenv.services.monitor import HostSampler
+from devenv.services.monitor_wiring import services_for
 from devenv.tui.monitor_app import create_monitor_app
 from devenv.tui.monitor_screens import JupyterScreen
 

@@ -129,8 +129,8 @@ def test_the_tui_shows_each_jobs_nodes_with_replayed_gpus_and_stops_its_streams(
                                                                                monkeypatch):
     """The app as `devenv monitor CLUSTER` builds it (sources, one HostSampler per node on its own login
     connection), driven by a Pilot: panels in job order, each node's replayed GPUs, one live step per node."""
-    from devenv.cli.monitor_sources import sampler_for, sources
     from devenv.config.profiles import load_host
+    from devenv.services.monitor_sources import sampler_for, sources
     from devenv.tui.monitor_app import HostPanel, MonitorServices, create_monitor_app
     from devenv.tui.monitor_view import flatten
 

@@ -11,12 +11,13 @@ The runtime (devenv.runtimes.docker_runtime.DockerRuntime) is passed in; this mo
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from devenv import __version__
+from devenv.checks.report import CheckReport
 from devenv.config.profiles import EnvProfile, HostProfile
 from devenv.env import spec as envspec
 from devenv.env import state as envstate
@@ -30,7 +31,7 @@ from devenv.env.info import (
     ProgressEvent,
     status_from_container,
 )
-from devenv.errors import DevenvError
+from devenv.errors import DevenvError, NotConfirmed
 from devenv.gpu import choose as gpu_choose
 from devenv.services import jupyter, readiness
 from devenv.services.environments.contract import (
@@ -38,19 +39,22 @@ from devenv.services.environments.contract import (
     CommandTarget,
     Events,
     ExecStream,
+    Existing,
     JupyterAccess,
-    QuietEvents,
+    Removed,
+    Shell,
     SshTarget,
     Traits,
     UpOptions,
     UpResult,
     pick_free_gpus,
-    preflight,
 )
 from devenv.services.environments.docker import images
 from devenv.services.environments.docker.env_connection import ContainerConnection
+from devenv.services.environments.flow import FlowBackend
 
 if TYPE_CHECKING:
+    from devenv.checks.report import CheckResult
     from devenv.remote.base import Connection
     from devenv.remote.envkey import EnvKey
     from devenv.runtimes.docker_runtime import DockerRuntime
@@ -70,10 +74,14 @@ RESTART_SSHD = ("command -v sshd >/dev/null 2>&1 || [ -x /usr/sbin/sshd ] || exi
                 "done) </dev/null >/proc/1/fd/1 2>/proc/1/fd/2 & exit 0")
 
 
-class Provisioner:
-    """Environments of one owner on one Docker host (an EnvironmentBackend)."""
+class Provisioner(FlowBackend):
+    """Environments of one owner on one Docker host."""
 
-    traits = Traits(containers=True, shell_on_host=False, down_verb="Removed container")
+    traits = Traits("a container of the host's Docker or podman", down_verb="Removed container")
+    shell = Shell.OWN_SSHD
+    builds_images = True
+    needs_env_key = True        # the container's sshd admits devenv's key
+    early_preflight = True      # measured to gain: the engine's lookup is slow enough to overlap
 
     def __init__(self, runtime: DockerRuntime, host: HostProfile, check: Check | None = None,
                  owner: str | None = None, conn: Connection | None = None):
@@ -84,6 +92,7 @@ class Provisioner:
         self.conn = conn              # the host's own connection (commands on the host, beside the engine's)
         self._ports_unreachable = False   # sshd refuses TCP forwarding: readiness is asked from inside
         self._host_keys: dict[str, str] = {}   # container id -> its sshd's host key, read once
+        self._made: _Made | None = None        # this `up`'s spec and image, once prepare() has them
 
     @classmethod
     def open(cls, host: HostProfile, conn: Connection, check: Check | None = None) -> Provisioner:
@@ -95,17 +104,29 @@ class Provisioner:
         runtime = DockerRuntime.connect(conn, host.name, host.local, host.engine, host.gpu_devices, socket)
         return cls(runtime, host, check, conn=conn)
 
+    @classmethod
+    def run_check(cls, conn: Connection, host: HostProfile, env: EnvProfile,
+                  on_result: Callable[[CheckResult], None] | None = None) -> CheckReport:
+        """The host's probes, with the container engine's (engine, GPU access, the image, disk of its root)."""
+        from devenv.services import preflight
+
+        return preflight.run_check(conn, host, env, on_result, with_engine=True)
+
+    @classmethod
+    def run_preflight(cls, conn: Connection, host: HostProfile, env: EnvProfile,
+                      allow_busy: bool = False) -> CheckReport:
+        from devenv.services import preflight
+
+        return preflight.run_check(conn, host, env, allow_busy=allow_busy, with_engine=True)
+
     def close(self) -> None:
         self.runtime.close()
 
-    # --- up ------------------------------------------------------------------------------------------
+    # --- up's steps (environments/flow.py decides) ---------------------------------------------------------
 
-    def up(self, env: EnvProfile, key: EnvKey | None, *, events: Events | None = None,
-           options: UpOptions | None = None) -> UpResult:
-        events = events or QuietEvents()
-        options = options or UpOptions()
-        public_key, key_fingerprint = (key.public_line, key.fingerprint) if key else ("", "")
-        started = time.monotonic()
+    def look(self, env: EnvProfile, key: EnvKey | None, options: UpOptions) -> Existing | None:
+        """The environment's container, judged against the profile and the image the host has now; a
+        container holding its name that is not this environment is refused."""
         name = envspec.container_name(self.owner, env.name)
         existing = self._container(env.name)
         squatter = self.runtime.find(name) if existing is None else None
@@ -113,62 +134,76 @@ class Provisioner:
             raise DevenvError(f"a container named {name} exists on {self.host.name} but is not this environment "
                               f"(owner {squatter.labels.get(envspec.OWNER) or 'unknown'})",
                               f"remove or rename it (docker rm -f {name}), or set DEVENV_OWNER to use other names")
-
-        # Fast path: a running environment whose spec still matches needs no check and no image work; a
-        # service that died inside it is brought back (_revive).
-        if existing is not None and existing.state == "running":
+        self._made = None
+        if existing is None:
+            return None
+        running, same = existing.state == "running", False
+        if running:
             image = self.runtime.image(env.image)
-            spec = envspec.desired_spec(env, image.id if image else existing.image_id, key_fingerprint)
-            # an image built before the profile's pip/apt/user changed is rebuilt below, not reattached to
+            spec = envspec.desired_spec(env, image.id if image else existing.image_id, _fingerprint(key))
+            # an image built before the profile's pip/apt/user changed is rebuilt (prepare), not reattached to
             current = image is None or images.is_current(image, env)
-            if current and existing.labels.get(envspec.SPEC_HASH) == envspec.spec_hash(spec):
-                token = self._token_of(env, existing.id) if env.jupyter else None
-                repair = self._revive(env, existing, public_key, options, events)
-                result = self._result(env, existing.id, "repaired" if repair else "reattached", token, started,
-                                      "present")
-                result.notes.extend([repair] if repair else [])
-                return result
+            same = current and existing.labels.get(envspec.SPEC_HASH) == envspec.spec_hash(spec)
+        return Existing(existing, running, same)
 
-        preflight(self.check, self.host, env, events)
-        self._check_binds(env, events)   # before any image work: a refused mount fails in seconds
-
+    def prepare(self, env: EnvProfile, found: Existing | None, key: EnvKey | None, events: Events,
+                options: UpOptions) -> Existing | None:
+        """The bind mounts checked (a refused mount fails in seconds, before any image work), then the image;
+        the container judged again against the spec of that image."""
+        self._check_binds(env, events)
         image, image_action = images.ensure_image(self.runtime, env, options.build_inputs, events.progress,
                                                   events.step)
-        spec = envspec.desired_spec(env, image.id, key_fingerprint)
-        action = "created"
-        if existing is not None:
-            same = existing.labels.get(envspec.SPEC_HASH) == envspec.spec_hash(spec)
-            if same and existing.state != "running":
-                events.step(f"Finishing the environment '{env.name}' ({existing.state})")
-                try:
-                    token = self._start(env, existing.id, public_key, events)
-                except (LimitRefused, PortInUse) as exc:  # made by an earlier `up` that stopped here
-                    events.step(f"{exc.message.splitlines()[0]}; making it again")
-                    self.runtime.remove(existing.id)
-                    existing = None
-                else:
-                    self._wait(env, existing.id, options, events)
-                    return self._result(env, existing.id, "started", token, started, image_action)
-            elif same:  # running and the same after all (its image was rebuilt back meanwhile): reattach
-                token = self._token_of(env, existing.id) if env.jupyter else None
-                repair = self._revive(env, existing, public_key, options, events)
-                result = self._result(env, existing.id, "repaired" if repair else "reattached", token, started,
-                                      image_action)
-                result.notes.extend([repair] if repair else [])
-                return result
-        if existing is not None:
-            diff = envspec.diff_specs(envspec.spec_from_labels(existing.labels), spec)
-            question = (f"The environment '{env.name}' on {self.host.name} was made from another spec. "
-                        f"Recreate it? The workspace volume is kept.")
-            if not (options.assume_yes or events.confirm(question, diff)):
-                raise DevenvError(f"the environment '{env.name}' differs from its profile and was left as it is:\n  "
-                                  + "\n  ".join(diff),
-                                  "run `devenv up --yes` to recreate it (the workspace is kept), or restore the "
-                                  "profile")
-            events.step(f"Recreating '{env.name}' (workspace kept)")
-            self.runtime.remove(existing.id)
-            action = "recreated"
+        spec = envspec.desired_spec(env, image.id, _fingerprint(key))
+        self._made = _Made(spec, image_action)
+        if found is None:
+            return None
+        info: ContainerInfo = found.handle
+        same = info.labels.get(envspec.SPEC_HASH) == envspec.spec_hash(spec)
+        diff = [] if same else envspec.diff_specs(envspec.spec_from_labels(info.labels), spec)
+        return Existing(info, info.state == "running", same, diff)
 
+    def reattach(self, env: EnvProfile, found: Existing, key: EnvKey | None, events: Events,
+                 options: UpOptions) -> UpResult:
+        info: ContainerInfo = found.handle
+        token = self._token_of(env, info.id) if env.jupyter else None
+        repair = self._revive(env, info, _public_key(key), options, events)
+        result = self._result(env, info.id, "repaired" if repair else "reattached", token, self._image_action())
+        result.notes.extend([repair] if repair else [])
+        return result
+
+    def finish(self, env: EnvProfile, found: Existing, key: EnvKey | None, events: Events,
+               options: UpOptions) -> UpResult | None:
+        info: ContainerInfo = found.handle
+        events.step(f"Finishing the environment '{env.name}' ({info.state})")
+        try:
+            token = self._start(env, info.id, _public_key(key), events)
+        except (LimitRefused, PortInUse) as exc:  # made by an earlier `up` that stopped here
+            events.step(f"{exc.message.splitlines()[0]}; making it again")
+            self.runtime.remove(info.id)
+            return None
+        self._wait(env, info.id, options, events)
+        return self._result(env, info.id, "started", token, self._image_action())
+
+    def replace_question(self, env: EnvProfile, found: Existing) -> tuple[str, DevenvError]:
+        question = (f"The environment '{env.name}' on {self.host.name} was made from another spec. "
+                    f"Recreate it? The workspace volume is kept.")
+        refusal = NotConfirmed(f"the environment '{env.name}' differs from its profile and was left as it is:\n  "
+                               + "\n  ".join(found.diff),
+                               f"run `devenv up {self.host.name} --env {env.name} --yes` to recreate it (the "
+                               "workspace is kept), or restore the profile")
+        return question, refusal
+
+    def remove(self, env: EnvProfile, found: Existing, events: Events) -> None:
+        events.step(f"Recreating '{env.name}' (workspace kept)")
+        self.runtime.remove(found.handle.id)
+
+    def create(self, env: EnvProfile, key: EnvKey | None, action: str, found: Existing | None, events: Events,
+               options: UpOptions) -> UpResult:
+        """Its network, its volumes (found by their labels, else made), the GPUs picked, the container made and
+        started, then the wait for its services."""
+        if self._made is None:
+            raise DevenvError("internal: create before prepare", "report this bug")
+        spec = self._made.spec
         network = self._ensure_network(env.name, events)
         volumes: dict[str, str] = {}
         for role in spec["volumes"]:
@@ -180,11 +215,16 @@ class Provisioner:
             if self.runtime.ensure_volume(volumes[role], self._volume_labels(env.name, role)):
                 events.step(f"Created volume {volumes[role]}")
         chosen = pick_free_gpus(str(spec["gpus"]), options, events)
-        container, token, notes = self._create_and_start(env, spec, public_key, events, chosen, volumes, network)
+        container, token, notes = self._create_and_start(env, spec, _public_key(key), events, chosen, volumes,
+                                                         network)
         self._wait(env, container, options, events)
-        result = self._result(env, container, action, token, started, image_action)
+        result = self._result(env, container, action, token, self._image_action())
         result.notes.extend(notes)
         return result
+
+    def _image_action(self) -> str:
+        """What this `up` did about the image: present (no image work, or none was needed), built, pulled."""
+        return self._made.image_action if self._made is not None else "present"
 
     def _check_binds(self, env: EnvProfile, events: Events) -> None:
         """Each bind mount's host path, as the host resolves it (links followed), must exist and pass the same
@@ -396,7 +436,7 @@ class Provisioner:
         token = data.decode().strip() if data else ""
         return token if len(token) >= 32 else None
 
-    def _result(self, env: EnvProfile, container: str, action: str, token: str | None, started: float,
+    def _result(self, env: EnvProfile, container: str, action: str, token: str | None,
                 image_action: str) -> UpResult:
         info = self.runtime.find(container)
         if info is None:
@@ -406,7 +446,7 @@ class Provisioner:
         host_key = self._host_key_of(env, container) if env.sshd else None
         envstate.update(self.host.name, env.name, container=container, token=token, ports=status.ports,
                         host_key=host_key, spec_hash=status.spec_hash, owner=self.owner)
-        return UpResult(status, action, token, host_key, image_action, time.monotonic() - started)
+        return UpResult(status, action, token, host_key, image_action)
 
     def _host_key_of(self, env: EnvProfile, container: str) -> str | None:
         """The environment's sshd host key ("TYPE BASE64"): made at the container's first start and kept with
@@ -428,7 +468,7 @@ class Provisioner:
 
     # --- status, down ----------------------------------------------------------------------------------
 
-    def status(self, all_owners: bool = True) -> list[EnvStatus]:
+    def list_environments(self, all_owners: bool) -> list[EnvStatus]:
         filters = {envspec.MANAGED: "1"}
         if not all_owners:
             filters[envspec.OWNER] = self.owner
@@ -449,25 +489,27 @@ class Provisioner:
     def volumes(self, env_name: str) -> list[str]:
         return self.runtime.list_volumes({envspec.MANAGED: "1", envspec.OWNER: self.owner, envspec.ENV: env_name})
 
-    def down(self, env_name: str, purge: bool = False) -> dict[str, list[str]]:
-        """Remove the container (volumes kept unless purge); what was removed, by kind."""
-        removed: dict[str, list[str]] = {"containers": [], "volumes": []}
+    def take_down(self, env_name: str, purge: bool) -> Removed:
+        """Remove the container, and its network (volumes kept unless purge)."""
+        removed = Removed(self.traits.down_verb)
         current = self.find(env_name)
         if current is not None:
             self.runtime.stop(current.container, timeout=10)
             self.runtime.remove(current.container)
-            removed["containers"].append(current.name)
+            removed.items.append(current.name)
         # its network too (a container is what holds one; one left by an interrupted `up` goes as well)
         for network in self.runtime.list_networks({envspec.MANAGED: "1", envspec.OWNER: self.owner,
                                                    envspec.ENV: env_name}):
             if self.runtime.remove_network(network):
-                removed.setdefault("networks", []).append(network)
+                removed.networks.append(network)
         if purge:
             for volume in self.volumes(env_name):
                 if self.runtime.remove_volume(volume):
-                    removed["volumes"].append(volume)
-        envstate.forget(self.host.name, env_name)
+                    removed.volumes.append(volume)
         return removed
+
+    def workspace(self, env: EnvProfile) -> str:
+        return env.volumes.get("workspace", "/workspace")
 
     def container_of(self, env_name: str) -> str:
         current = self.find(env_name)
@@ -555,6 +597,22 @@ class Provisioner:
             among = gpu_choose.indices_of(spec_gpus)
         return CommandTarget(ContainerConnection(self.runtime, container, self.host.name), "python3",
                              f"environment '{env_name}'", self.conn, container, among)
+
+
+@dataclass(frozen=True)
+class _Made:
+    """What this `up` makes the container from, once prepare() has the image."""
+
+    spec: dict[str, Any]
+    image_action: str          # present | built | pulled
+
+
+def _public_key(key: EnvKey | None) -> str:
+    return key.public_line if key else ""
+
+
+def _fingerprint(key: EnvKey | None) -> str:
+    return key.fingerprint if key else ""
 
 
 def _services(env: EnvProfile) -> list[str]:

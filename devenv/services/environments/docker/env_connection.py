@@ -7,15 +7,27 @@ python and its torch, exactly as they run on a bare host. Commands run through t
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Protocol
 
 from devenv.errors import CommandFailed, CommandTimeout, DevenvError
 from devenv.remote.base import DEFAULT_TIMEOUT, Result
 
 
+class ExecRuntime(Protocol):
+    """What a ContainerConnection uses of its runtime (DockerRuntime has it)."""
+
+    def exec(self, container: str, argv: list[str]) -> tuple[int, str, str]: ...
+
+    def exec_stream(self, container: str, argv: list[str], tty: bool = False, user: str = ""
+                    ) -> tuple[Iterator[tuple[bytes | None, bytes | None]], Callable[[], int]]: ...
+
+    def put_files(self, container: str, files: list[tuple[str, bytes, int]]) -> None: ...
+
+
 class ContainerConnection:
-    def __init__(self, runtime, container: str, name: str):
-        self.runtime = runtime  # e.g. DockerRuntime: exec(), exec_stream(), put_files()
+    def __init__(self, runtime: ExecRuntime, container: str, name: str):
+        self.runtime = runtime
         self.container = container
         self.name = name
 
@@ -41,8 +53,8 @@ class ContainerConnection:
             if out:
                 *lines, pending = (pending + out).split(b"\n")
                 yield from (line.decode(errors="replace") for line in lines)
-            if deadline and time.monotonic() > deadline:
-                raise CommandTimeout(command, timeout, self.name)
+            if deadline and time.monotonic() > deadline:  # only with a timeout
+                raise CommandTimeout(command, timeout or 0.0, self.name)
         if pending:
             yield pending.decode(errors="replace")
         code = exit_code()
@@ -58,5 +70,5 @@ class ContainerConnection:
     def __enter__(self) -> ContainerConnection:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         pass

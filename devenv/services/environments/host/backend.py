@@ -1,6 +1,6 @@
 """`up`, `down`, `status` for hosts without Docker (L2): Jupyter run detached by the host's python.
 
-Same decisions as for containers (provision.py), read from the host's state.json instead of labels:
+The steps of environments/flow.py's decisions, read from the host's state.json instead of labels:
   nothing, or a dead Jupyter           -> check, then start it (the token is reused if the host has one)
   alive, same spec                     -> reattach
   alive, different spec                -> diff, confirm, restart
@@ -9,7 +9,6 @@ There is no second sshd: `devenv ssh` goes to the host itself. The runtime is a 
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -17,36 +16,38 @@ from devenv import __version__
 from devenv.config.profiles import EnvProfile, HostProfile
 from devenv.env import spec as envspec
 from devenv.env import state as envstate
-from devenv.env.image_context import BuildInputs
-from devenv.env.info import EnvStatus, ImageInfo, ProgressEvent
-from devenv.errors import DevenvError
+from devenv.env.info import EnvStatus
+from devenv.errors import DevenvError, NotConfirmed
 from devenv.services import jupyter
 from devenv.services.environments.contract import (
     Check,
     CommandTarget,
     Events,
     ExecStream,
+    Existing,
     JupyterAccess,
-    QuietEvents,
+    Removed,
+    Shell,
     SshTarget,
     Traits,
     UpOptions,
     UpResult,
-    no_images,
     pick_free_gpus,
-    preflight,
 )
+from devenv.services.environments.flow import FlowBackend
 
 if TYPE_CHECKING:
+    from devenv.checks.report import CheckReport, CheckResult
     from devenv.remote.base import Connection
     from devenv.remote.envkey import EnvKey
     from devenv.runtimes.host_runtime import HostRuntime
 
 
-class HostProvisioner:
-    """Environments of one owner on a host without Docker (an EnvironmentBackend)."""
+class HostProvisioner(FlowBackend):
+    """Environments of one owner on a host without Docker."""
 
-    traits = Traits(containers=False, shell_on_host=True, down_verb="Stopped")
+    traits = Traits("Jupyter run by the host's python", down_verb="Stopped")
+    shell = Shell.HOST          # the host's own sshd serves the shell: there is no second sshd
 
     def __init__(self, runtime: HostRuntime, host: HostProfile, conn: Connection, check: Check | None = None,
                  owner: str | None = None):
@@ -62,6 +63,21 @@ class HostProvisioner:
 
         return cls(HostRuntime(conn, host), host, conn, check)
 
+    @classmethod
+    def run_check(cls, conn: Connection, host: HostProfile, env: EnvProfile,
+                  on_result: Callable[[CheckResult], None] | None = None) -> CheckReport:
+        """The host's probes, with its python (no engine: the host's python runs the environment)."""
+        from devenv.services import preflight
+
+        return preflight.run_check(conn, host, env, on_result)
+
+    @classmethod
+    def run_preflight(cls, conn: Connection, host: HostProfile, env: EnvProfile,
+                      allow_busy: bool = False) -> CheckReport:
+        from devenv.services import preflight
+
+        return preflight.run_check(conn, host, env, allow_busy=allow_busy)
+
     def close(self) -> None:
         self.runtime.close()
 
@@ -75,65 +91,79 @@ class HostProvisioner:
             spec["gpus"] = env.gpus
         return spec
 
-    # --- up ----------------------------------------------------------------------------------------------
+    # --- up's steps (environments/flow.py decides) ---------------------------------------------------------
 
-    def up(self, env: EnvProfile, key: EnvKey | None = None, *, events: Events | None = None,
-           options: UpOptions | None = None) -> UpResult:
-        """key: unused, the host's own sshd serves the shell."""
-        events = events or QuietEvents()
-        options = options or UpOptions()
-        started = time.monotonic()
+    def look(self, env: EnvProfile, key: EnvKey | None, options: UpOptions) -> Existing | None:
+        """The environment's state on the host: a live Jupyter judged by its spec; a dead one keeps nothing of
+        its spec, so starting it again with the profile's finishes it (no question)."""
         if not env.jupyter:
             raise DevenvError(f"environment '{env.name}' runs no Jupyter: on a `runtime: host` host there is "
                               f"nothing to start", f"use `devenv ssh {self.host.name}` to work on the host")
-        key = self.key(env.name)
+        current = self.runtime.state(self.key(env.name))
+        if not current:
+            return None
         spec = self.spec(env)
-        current = self.runtime.state(key)
-        if current and current.get("alive") and current.get("spec_hash") == envspec.spec_hash(spec):
-            token = self._token(env, key)
-            self._wait(current, options, events)
-            return self._result(env, current, "reattached", token, started)
+        if not current.get("alive"):
+            return Existing(current, running=False, same=True)
+        same = current.get("spec_hash") == envspec.spec_hash(spec)
+        return Existing(current, True, same, [] if same else envspec.diff_specs(current.get("spec"), spec))
 
-        preflight(self.check, self.host, env, events)
+    def reattach(self, env: EnvProfile, found: Existing, key: EnvKey | None, events: Events,
+                 options: UpOptions) -> UpResult:
+        token = self._token(env, self.key(env.name))
+        self._wait(found.handle, options, events)
+        return self._result(env, found.handle, "reattached", token)
+
+    def prepare(self, env: EnvProfile, found: Existing | None, key: EnvKey | None, events: Events,
+                options: UpOptions) -> Existing | None:
+        """The host's python must have JupyterLab."""
         facts = self.runtime.python_facts()
         if not facts.get("jupyterlab"):
             raise DevenvError(f"{self.host.python} on {self.host.name} (python {facts.get('python')}) has no "
                               f"JupyterLab", f"install it there: {self.host.python} -m pip install jupyterlab")
+        return found
 
-        action = "created"
-        if current and current.get("alive"):
-            diff = envspec.diff_specs(current.get("spec"), spec)
-            question = f"Jupyter for '{env.name}' on {self.host.name} runs with another spec. Restart it?"
-            if not (options.assume_yes or events.confirm(question, diff)):
-                raise DevenvError(f"the environment '{env.name}' differs from its profile and was left as it is:\n  "
-                                  + "\n  ".join(diff), "run `devenv up --yes` to restart it")
-            events.step(f"Stopping Jupyter for '{env.name}'")
-            self.runtime.stop(current)
-            action = "recreated"
-        elif current:
-            action = "started"  # it ran before (a reboot, a crash, an interrupted up): start it again
+    def finish(self, env: EnvProfile, found: Existing, key: EnvKey | None, events: Events,
+               options: UpOptions) -> UpResult | None:
+        """It ran before (a reboot, a crash, an interrupted up): started again, with its token."""
+        return self.create(env, key, "started", found, events, options)
 
+    def replace_question(self, env: EnvProfile, found: Existing) -> tuple[str, DevenvError]:
+        question = f"Jupyter for '{env.name}' on {self.host.name} runs with another spec. Restart it?"
+        refusal = NotConfirmed(f"the environment '{env.name}' differs from its profile and was left as it is:\n  "
+                               + "\n  ".join(found.diff),
+                               f"run `devenv up {self.host.name} --env {env.name} --yes` to restart it")
+        return question, refusal
+
+    def remove(self, env: EnvProfile, found: Existing, events: Events) -> None:
+        events.step(f"Stopping Jupyter for '{env.name}'")
+        self.runtime.stop(found.handle)
+
+    def create(self, env: EnvProfile, key: EnvKey | None, action: str, found: Existing | None, events: Events,
+               options: UpOptions) -> UpResult:
+        """Jupyter started detached by the host's python (the token kept when the host has one)."""
+        env_key, spec = self.key(env.name), self.spec(env)
         # no device cgroup on a bare host: the choice becomes CUDA_VISIBLE_DEVICES (see the runtime)
         gpus = pick_free_gpus(env.gpus, options, events) or env.gpus
-        token = (self.runtime.read_token(key) if current else None) or jupyter.new_token()
-        self.runtime.prepare(key, token)
+        token = (self.runtime.read_token(env_key) if found else None) or jupyter.new_token()
+        self.runtime.prepare(env_key, token)
         events.step(f"Starting Jupyter with {self.host.python} on {self.host.name}'s loopback"
                     + ("" if gpus == "all" else f" (CUDA_VISIBLE_DEVICES={gpus if gpus != 'none' else ''})"))
         state = {"env": env.name, "owner": self.owner, "host": self.host.name, "runtime": "host",
                  "spec": spec, "spec_hash": envspec.spec_hash(spec), "python": self.host.python,
                  "version": __version__, "gpus": gpus}
-        launched = self.runtime.launch(key, env.name, spec["port"], state)
+        launched = self.runtime.launch(env_key, env.name, spec["port"], state)
         launched["alive"] = True
         envstate.update(self.host.name, env.name, container=str(launched["pid"]), token=token,
                         ports={"jupyter": launched["port"]})
         self._wait(launched, options, events)
-        result = self._result(env, launched, action, token, started)
+        result = self._result(env, launched, action, token)
         if launched["port"] != spec["port"]:
             result.notes.append(f"127.0.0.1:{spec['port']} is taken on {self.host.name}; "
                                 f"Jupyter listens on {launched['port']} instead")
         return result
 
-    def _wait(self, state: dict, options: UpOptions, events: Events) -> float:
+    def _wait(self, state: dict[str, Any], options: UpOptions, events: Events) -> float:
         port = state["port"]
         key = state.get("dir", "").rsplit("/", 1)[-1] or self.key(state["env"])
 
@@ -152,14 +182,14 @@ class HostProvisioner:
         cached = envstate.load(self.host.name, env.name)
         return cached.get("token") or self.runtime.read_token(key)
 
-    def _result(self, env: EnvProfile, state: dict, action: str, token: str | None, started: float) -> UpResult:
+    def _result(self, env: EnvProfile, state: dict[str, Any], action: str, token: str | None) -> UpResult:
         status = _status(state, self.host.name)
         envstate.update(self.host.name, env.name, token=token, ports=status.ports, container=status.container)
-        return UpResult(status, action, token, None, "present", time.monotonic() - started)
+        return UpResult(status, action, token, None, "present")
 
     # --- the rest of the lifecycle ---------------------------------------------------------------------
 
-    def status(self, all_owners: bool = True) -> list[EnvStatus]:
+    def list_environments(self, all_owners: bool) -> list[EnvStatus]:
         states = self.runtime.list_states()
         return [_status(s, self.host.name) for s in states if all_owners or s.get("owner") == self.owner]
 
@@ -170,17 +200,19 @@ class HostProvisioner:
     def volumes(self, env_name: str) -> list[str]:
         return [self.runtime.workspace(env_name)]
 
-    def down(self, env_name: str, purge: bool = False) -> dict[str, list[str]]:
-        removed: dict[str, list[str]] = {"containers": [], "volumes": []}
+    def workspace(self, env: EnvProfile) -> str:
+        return self.runtime.workspace(env.name)
+
+    def take_down(self, env_name: str, purge: bool) -> Removed:
+        removed = Removed(self.traits.down_verb)
         state = self.runtime.state(self.key(env_name))
         if state:
             self.runtime.stop(state)
-            removed["containers"].append(f"jupyter (pid {state.get('pid')})")
+            removed.items.append(f"jupyter (pid {state.get('pid')})")
         if state or purge:
             gone = self.runtime.remove(self.key(env_name), env_name, purge)
             if purge:
-                removed["volumes"].extend(gone[1:])
-        envstate.forget(self.host.name, env_name)
+                removed.volumes.extend(gone[1:])
         return removed
 
     def jupyter_access(self, env_name: str) -> JupyterAccess:
@@ -202,10 +234,6 @@ class HostProvisioner:
         """The host itself: its own sshd serves the shell (there is no second sshd)."""
         return SshTarget()
 
-    def build_image(self, env: EnvProfile, inputs: BuildInputs,
-                    progress: Callable[[ProgressEvent], None]) -> ImageInfo:
-        raise no_images(self.host)
-
     def command_target(self, env_name: str, host_if_no_env: bool = False) -> CommandTarget:
         return CommandTarget(self.conn, self.host.python, f"host python {self.host.python}", self.conn)
 
@@ -221,7 +249,7 @@ class HostProvisioner:
         return iter([(out.encode(), err.encode())]), (lambda: code)
 
 
-def _status(state: dict, host: str) -> EnvStatus:
+def _status(state: dict[str, Any], host: str) -> EnvStatus:
     alive = bool(state.get("alive"))
     return EnvStatus(
         host=host, env=state.get("env", "?"), owner=state.get("owner", "?"), runtime="host",

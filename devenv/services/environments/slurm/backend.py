@@ -17,12 +17,13 @@ does not start in time is cancelled before the error is raised: no orphan job st
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
-from devenv.cluster import slurm_job
+from devenv.cluster import slurm_job, slurm_text
 from devenv.cluster.errors import JobEnded, JobRejected, QueueTimeout
 from devenv.cluster.slurm_job import JobRequest, SlurmSettings
 from devenv.cluster.slurm_text import Job
@@ -30,9 +31,8 @@ from devenv.config.profiles import EnvProfile, HostProfile
 from devenv.env import jupyter_scripts
 from devenv.env import spec as envspec
 from devenv.env import state as envstate
-from devenv.env.image_context import BuildInputs
-from devenv.env.info import EnvStatus, ImageInfo, ProgressEvent
-from devenv.errors import DevenvError
+from devenv.env.info import EnvStatus
+from devenv.errors import DevenvError, NotConfirmed
 from devenv.services import jupyter
 from devenv.services.background import Background
 from devenv.services.environments.contract import (
@@ -40,23 +40,29 @@ from devenv.services.environments.contract import (
     CommandTarget,
     Events,
     ExecStream,
+    Existing,
     JupyterAccess,
-    QuietEvents,
+    Removed,
+    Shell,
     SshTarget,
     Traits,
     UpOptions,
     UpResult,
-    no_images,
-    preflight,
 )
+from devenv.services.environments.flow import FlowBackend
 
 if TYPE_CHECKING:
+    from devenv.checks.report import CheckReport, CheckResult
     from devenv.remote.base import Connection, Result
     from devenv.remote.envkey import EnvKey
     from devenv.remote.relay import Spare
     from devenv.runtimes.host_runtime import PreparedFiles
+    from devenv.services.monitor import JobPlace
 
 LIVE = ("pending", "running", "ending")
+_SRUN_TASK_EXIT = re.compile(r"srun: error: \S+: task \d+: Exited with exit code \d+\s*$")
+REPORT_EVERY_S = 10.0   # a pending job's line while `up` waits: at this cadence, and when the reason changes
+FIRST_REPORT_S = 3.0    # the first line waits for Slurm's first reason at most this long
 
 _PROBE = jupyter_scripts.PROBE
 
@@ -73,13 +79,39 @@ sys.exit(0 if jl else 3)
 """
 
 
-class SlurmEnvironments:
-    """The environments of one owner on one Slurm cluster, reached through its login node (an EnvironmentBackend).
+class SlurmEnvironments(FlowBackend):
+    """The environments of one owner on one Slurm cluster, reached through its login node.
 
     `slurm` is a devenv.schedulers.slurm.Slurm and `files` a devenv.runtimes.host_runtime.HostRuntime, both on
     the login node's connection (passed in: this service never builds an adapter)."""
 
-    traits = Traits(containers=False, shell_on_host=False, down_verb="Cancelled", scheduled=True)
+    traits = Traits("a Slurm job", down_verb="Cancelled")
+    shell = Shell.NONE              # a job runs no sshd of its own
+    early_preflight = True          # measured to gain: the login node's batch beside the job lookup
+    sanity_across_nodes = True      # `devenv sanity CLUSTER` runs in a job, across its nodes
+
+    @classmethod
+    def run_check(cls, conn: Connection, host: HostProfile, env: EnvProfile,
+                  on_result: Callable[[CheckResult], None] | None = None) -> CheckReport:
+        """The cluster's check: the login node's (partitions, GRES, the request, limits) and a node's."""
+        from devenv.services.environments.slurm import check
+
+        return check.run_cluster_check(conn, host, env, on_result)
+
+    @classmethod
+    def run_preflight(cls, conn: Connection, host: HostProfile, env: EnvProfile,
+                      allow_busy: bool = False) -> CheckReport:
+        """The login node's part of the cluster check (partitions, GRES, the request, limits)."""
+        from devenv.services.environments.slurm import check
+
+        return check.run_cluster_preflight(conn, host, env)
+
+    @classmethod
+    def watched_places(cls, connect: Callable[[], Connection], host: HostProfile) -> list[JobPlace] | None:
+        """The nodes of the user's running devenv jobs (one squeue on the login node)."""
+        from devenv.services.environments.slurm.places import job_places
+
+        return job_places(connect(), host)
 
     def __init__(self, host: HostProfile, conn, slurm, files, owner: str | None = None,
                  clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep,
@@ -113,9 +145,7 @@ class SlurmEnvironments:
 
     def job_of(self, env_name: str) -> Job | None:
         """The env's live job (newest), else its newest ended one Slurm still remembers, else None."""
-        jobs = sorted(self.slurm.jobs(self.job_name(env_name)), key=lambda j: int(j.job_id.split("_")[0]))
-        live = [j for j in jobs if j.phase in LIVE]
-        return (live or jobs or [None])[-1]
+        return max(self.slurm.jobs(self.job_name(env_name)), key=_rank, default=None)
 
     def job_state(self, env_name: str, job_id: str) -> dict | None:
         """job-<id>.json (node, port) the launcher wrote on the compute node; None before it ran."""
@@ -125,13 +155,18 @@ class SlurmEnvironments:
         except ValueError:
             return None
 
-    def _status(self, env_name: str, job: Job, state: dict | None = None) -> EnvStatus:
+    def _status(self, env_name: str, job: Job, state: dict | None = None,
+                spot: slurm_text.QueueSpot | None = None) -> EnvStatus:
         nodes = self.slurm.hostnames(job.nodes) if job.nodes else []
         if job.phase == "running":
             state = state if state is not None else self.job_state(env_name, job.job_id)
         running = job.phase == "running" and bool(state)
+        queue: dict = {}
         if job.phase == "pending":
-            detail = f"pending: {job.pending_text()}"
+            spot = spot if spot is not None else self.slurm.queue_spot(job.job_id)
+            detail = slurm_text.wait_text(job, spot, None, self.settings.queue_timeout)
+            queue = {"reason": job.reason_code, "reason_text": job.reason_text(), **spot.to_dict(),
+                     "limit_s": self.settings.queue_timeout, "estimated_start": job.start}
         elif job.phase == "running":
             detail = (f"time left {job.time_left}" if job.time_left else "") + ("" if state else
                                                                                  ", Jupyter not started yet")
@@ -147,17 +182,21 @@ class SlurmEnvironments:
                                              "ending" if job.phase == "ending" else "ended"),
             spec_hash=spec_hash, ports={"jupyter": int(state["port"])} if running and state else {},
             container=job.job_id, name=job.name, started_at=job.start or "", detail=detail.strip(", "),
-            job_id=job.job_id, nodes=nodes, address=nodes[0] if nodes else "",
+            job_id=job.job_id, nodes=nodes, address=nodes[0] if nodes else "", queue=queue,
         )
 
-    def status(self, all_owners: bool = True) -> list[EnvStatus]:
+    def list_environments(self, all_owners: bool) -> list[EnvStatus]:
         """This owner's environment jobs (Slurm shows a user only their own jobs' details: --me)."""
         prefix = slurm_job.JOB_PREFIX + self.owner + "-"
-        out = []
+        chosen: dict[str, Job] = {}   # one row per environment: Slurm also remembers its earlier jobs a while
         for job in self.slurm.jobs_by_prefix(prefix):
             env_name = job.name[len(prefix):]
-            out.append(self._status(env_name, job))
-        return out
+            if env_name not in chosen or _rank(job) > _rank(chosen[env_name]):
+                chosen[env_name] = job
+        # a job cancelled on purpose (down, an interrupted up, scancel) leaves no environment to show; one that
+        # ended by itself (TIMEOUT, NODE_FAIL, ...) is shown, with why
+        return [self._status(env_name, job) for env_name, job in chosen.items()
+                if job.phase in LIVE or not job.state.startswith("CANCELLED")]
 
     def find(self, env_name: str) -> EnvStatus | None:
         job = self.job_of(env_name)
@@ -165,6 +204,9 @@ class SlurmEnvironments:
 
     def volumes(self, env_name: str) -> list[str]:
         return [self.files.workspace(env_name)]
+
+    def workspace(self, env: EnvProfile) -> str:
+        return self.files.workspace(env.name)
 
     # --- up ----------------------------------------------------------------------------------------------
 
@@ -182,61 +224,76 @@ class SlurmEnvironments:
     def up(self, env: EnvProfile, key: EnvKey | None = None, *, events: Events | None = None,
            options: UpOptions | None = None) -> UpResult:
         """The env's Jupyter running in a job, answering on its node (key: unused, no sshd in the job)."""
-        events = events or QuietEvents()
-        options = options or UpOptions()
-        ready_timeout, assume_yes = options.ready_timeout, options.assume_yes
-        started = self._clock()
         if not env.jupyter:
             raise DevenvError(f"environment '{env.name}' runs no Jupyter: on a Slurm cluster there is nothing "
                               f"to start", f"use `devenv sanity {self.host.name}` to run checks in a job")
-        env_key = self.key(env.name)
-        spec = self.spec(env)
-        spec_hash = envspec.spec_hash(spec)
         # The python check and the env's files are one round trip, run while devenv looks for the env's job and
         # while the preflight runs (its own batch): nothing in either depends on the others, and sbatch waits
         # for all. A valid token there is kept, so a job found running keeps the token its Jupyter has.
-        fresh = jupyter.new_token()
-        prepared = Background(lambda: self.files.prepare_in_one(
+        env_key, fresh = self.key(env.name), jupyter.new_token()
+        self._fresh_token = fresh
+        self._prepared = Background(lambda: self.files.prepare_in_one(
             env_key, self.files.workspace(env.name), fresh, _FACTS,
             {"launch.py": slurm_job.LAUNCHER.encode()}, self._need_jupyterlab), "devenv-slurm-prepare")
         try:
-            job = self.job_of(env.name)
-        except BaseException:
-            prepared.wait()
-            raise
-        action = "created"
-        if job is not None and job.phase in LIVE:
-            same = (job.comment or "") == f"devenv:{spec_hash}"
-            if same and job.phase != "ending":
-                events.step(f"Found job {job.job_id} ({job.state.lower()}) for '{env.name}' on {self.host.name}")
-                token = self._reattach_token(env.name, prepared, fresh)
-                job = self._wait_start(env.name, job.job_id, events)
-                spare = self._relay_ahead(env.name, job, options)
-                state = self._wait_ready(env.name, job, events, ready_timeout, spare)
-                return self._up_result(env.name, job, state, "reattached", token, started, spare)
-            if not same:
-                question = (f"Job {job.job_id} for '{env.name}' on {self.host.name} runs with another spec. "
-                            f"Cancel it and submit a new one?")
-                diff = [f"spec hash: {(job.comment or '?').removeprefix('devenv:')[:12]} -> {spec_hash[:12]}"]
-                if not (assume_yes or events.confirm(question, diff)):
-                    prepared.wait()
-                    raise DevenvError(f"job {job.job_id} for '{env.name}' differs from the profile and was left "
-                                      f"running", "run `devenv up --yes` to replace it (the workspace is kept)")
-                action = "recreated"
-            events.step(f"Cancelling job {job.job_id}")
-            self.slurm.cancel(job.job_id)
+            return super().up(env, key, events=events, options=options)
+        finally:   # on every way out: a failure's news is the failure, not what the files' round trip found
+            self._prepared.wait()
 
-        try:
-            preflight(self.check, self.host, env, events)
-        except BaseException:
-            prepared.wait()    # the preflight's failure is the news, not what the files' round trip found
-            raise
-        files = prepared.result()
+    # --- up's steps (environments/flow.py decides) ---------------------------------------------------------
+
+    def look(self, env: EnvProfile, key: EnvKey | None, options: UpOptions) -> Existing | None:
+        """The env's live job (pending, running or ending), judged by the spec hash in its comment."""
+        job = self.job_of(env.name)
+        if job is None or job.phase not in LIVE:
+            return None
+        spec_hash = envspec.spec_hash(self.spec(env))
+        same = (job.comment or "") == f"devenv:{spec_hash}"
+        diff = [] if same else [f"spec hash: {(job.comment or '?').removeprefix('devenv:')[:12]} -> {spec_hash[:12]}"]
+        return Existing(job, job.phase != "ending", same, diff)
+
+    def reattach(self, env: EnvProfile, found: Existing, key: EnvKey | None, events: Events,
+                 options: UpOptions) -> UpResult:
+        """A pending or running job of this spec: waited for until its Jupyter answers."""
+        job: Job = found.handle
+        events.step(f"Found job {job.job_id} ({job.state.lower()}) for '{env.name}' on {self.host.name}")
+        token = self._reattach_token(env.name, self._prepared, self._fresh_token)
+        job = self._wait_start(env.name, job.job_id, events)
+        spare = self._relay_ahead(env.name, job, options)
+        state = self._wait_ready(env.name, job, events, options.ready_timeout, spare)
+        return self._up_result(env.name, job, state, "reattached", token, spare)
+
+    def finish(self, env: EnvProfile, found: Existing, key: EnvKey | None, events: Events,
+               options: UpOptions) -> UpResult | None:
+        """A job of this spec that is ending cannot be finished: cancelled (Slurm is only stopping it)."""
+        self.remove(env, found, events)
+        return None
+
+    def replace_question(self, env: EnvProfile, found: Existing) -> tuple[str, DevenvError]:
+        job: Job = found.handle
+        question = (f"Job {job.job_id} for '{env.name}' on {self.host.name} runs with another spec. "
+                    f"Cancel it and submit a new one?")
+        refusal = NotConfirmed(f"job {job.job_id} for '{env.name}' differs from the profile and was left running",
+                               f"run `devenv up {self.host.name} --env {env.name} --yes` to replace it (the "
+                               "workspace is kept)")
+        return question, refusal
+
+    def remove(self, env: EnvProfile, found: Existing, events: Events) -> None:
+        events.step(f"Cancelling job {found.handle.job_id}")
+        self.slurm.cancel(found.handle.job_id)
+
+    def create(self, env: EnvProfile, key: EnvKey | None, action: str, found: Existing | None, events: Events,
+               options: UpOptions) -> UpResult:
+        """The env's files (written beside the lookup and the preflight), sbatch, the wait for the start and for
+        Jupyter; a job that never answers is cancelled (no orphan stays queued)."""
+        files = self._prepared.result()
         events.step(f"Wrote the environment's files on {self.host.name} (token 0600, Jupyter config)")
         token = files.token
         self._home_dir = files.home
+        env_key, spec = self.key(env.name), self.spec(env)
         env_dir, workspace = self._abs(self.files.env_dir(env_key)), self._abs(self.files.workspace(env.name))
-        request = JobRequest(self.settings, self.job_name(env.name), spec_hash, f"{env_dir}/job-%j.log", workspace)
+        request = JobRequest(self.settings, self.job_name(env.name), envspec.spec_hash(spec), f"{env_dir}/job-%j.log",
+                             workspace)
         script = slurm_job.batch_script(self.host.python, f"{env_dir}/launch.py", env_dir, workspace, spec["port"])
         events.step(f"Submitting the job ({_describe(self.settings)})")
         job_id = self.slurm.submit(request, script)
@@ -244,20 +301,22 @@ class SlurmEnvironments:
         try:
             job = self._wait_start(env.name, job_id, events)
             spare = self._relay_ahead(env.name, job, options)
-            state = self._wait_ready(env.name, job, events, ready_timeout, spare)
+            state = self._wait_ready(env.name, job, events, options.ready_timeout, spare)
         except BaseException as exc:   # Jupyter never answered, Ctrl-C, a lost connection: leave no orphan job
             self._cancel_quietly(job_id)
+            if isinstance(exc, KeyboardInterrupt):   # Ctrl-C, SIGTERM, SIGHUP: what became of the job is said
+                events.step(f"Interrupted: devenv cancelled job {job_id}")
             if isinstance(exc, jupyter.NotReady):
                 exc.hint = f"devenv cancelled job {job_id}; " + (exc.hint or "")
             raise
-        result = self._up_result(env.name, job, state, action, token, started, spare)
+        result = self._up_result(env.name, job, state, action, token, spare)
         envstate.update(self.host.name, env.name, container=job_id, token=token, ports=result.status.ports)
         return result
 
     def _up_result(self, env_name: str, job: Job, state: dict, action: str, token: str,
-                   started: float, spare: Spare | None = None) -> UpResult:
+                   spare: Spare | None = None) -> UpResult:
         access = self._access(env_name, job, state, token, spare)
-        return UpResult(access.status, action, token, None, elapsed_s=self._clock() - started, jupyter=access)
+        return UpResult(access.status, action, token, None, jupyter=access)
 
     def _access(self, env_name: str, job: Job, state: dict, token: str,
                 spare: Spare | None = None) -> JupyterAccess:
@@ -288,9 +347,14 @@ class SlurmEnvironments:
                                              f"file system): {self.host.python} -m pip install jupyterlab")
 
     def _wait_start(self, env_name: str, job_id: str, events) -> Job:
-        """Until the job runs; bounded by slurm.queue_timeout, cancelling it on timeout or a hopeless reason."""
-        deadline = self._clock() + self.settings.queue_timeout
-        said = None
+        """Until the job runs; bounded by slurm.queue_timeout, cancelling it on timeout or a hopeless reason.
+        While it pends, a line every REPORT_EVERY_S (and when the reason changes): Slurm's reason, how long it
+        has waited, the limit, its place in the partition's queue; the first one once Slurm gave a reason
+        (a job it has not looked at yet has none), or after FIRST_REPORT_S without one."""
+        started = self._clock()
+        deadline = started + self.settings.queue_timeout
+        said_reason: str | None = None
+        next_report = started + FIRST_REPORT_S
         polls = 0
         while True:
             job = self.slurm.job(job_id)
@@ -308,16 +372,23 @@ class SlurmEnvironments:
                                   f"devenv cancelled it",
                                   f"fix the host profile's slurm: settings; `devenv check {self.host.name}` "
                                   f"shows the partitions and their limits")
-            text = f"Job {job_id} pending: {job.pending_text()}"
-            if text != said:
-                events.step(text)
-                said = text
-            if self._clock() >= deadline:
+            now = self._clock()
+            timed_out = now >= deadline
+            changed = job.reason_code is not None and job.reason_code != said_reason
+            if changed or now >= next_report or timed_out:
+                spot = self.slurm.queue_spot(job_id)
+                text = slurm_text.wait_text(job, spot, now - started, self.settings.queue_timeout)
+                if not timed_out:
+                    events.step(f"Job {job_id} {text}")
+                said_reason = job.reason_code or said_reason
+                next_report = now + REPORT_EVERY_S
+            if timed_out:
                 self.slurm.cancel(job_id)
                 raise QueueTimeout(f"job {job_id} did not start within {self.settings.queue_timeout:.0f} s on "
-                                   f"{self.host.name}: {job.pending_text()}; devenv cancelled it",
+                                   f"{self.host.name}: {text}; devenv cancelled it",
                                    "raise slurm.queue_timeout in the host profile, or ask for fewer resources "
-                                   "or another partition")
+                                   "or another partition; `devenv check " + self.host.name + "` shows the "
+                                   "nodes and what they take")
             polls += 1
             self._sleep(0.25 if polls < 20 else 1.0)   # 5 s of quick polls: a free queue starts a job in 1-4 s
 
@@ -410,15 +481,14 @@ class SlurmEnvironments:
 
     # --- the rest of the lifecycle -----------------------------------------------------------------------
 
-    def down(self, env_name: str, purge: bool = False) -> dict[str, list[str]]:
-        removed: dict[str, list[str]] = {"containers": [], "volumes": []}
+    def take_down(self, env_name: str, purge: bool) -> Removed:
+        removed = Removed(self.traits.down_verb)
         for job in self.slurm.jobs(self.job_name(env_name)):
             if job.phase in LIVE:
                 self.slurm.cancel(job.job_id)
-                removed["containers"].append(f"job {job.job_id}")
+                removed.items.append(f"job {job.job_id}")
         if purge:
-            removed["volumes"].extend(self.files.remove(self.key(env_name), env_name, True)[1:])
-        envstate.forget(self.host.name, env_name)
+            removed.volumes.extend(self.files.remove(self.key(env_name), env_name, True)[1:])
         return removed
 
     def _cancel_quietly(self, job_id: str) -> None:
@@ -484,10 +554,6 @@ class SlurmEnvironments:
                           f"`devenv exec {self.host.name} -- CMD` runs a command on the job's node; "
                           f"`devenv jupyter {self.host.name}` opens its Jupyter")
 
-    def build_image(self, env: EnvProfile, inputs: BuildInputs,
-                    progress: Callable[[ProgressEvent], None]) -> ImageInfo:
-        raise no_images(self.host)
-
     def command_target(self, env_name: str, host_if_no_env: bool = False) -> CommandTarget:
         return CommandTarget(self.conn, self.host.python, f"login node, python {self.host.python}", self.conn)
 
@@ -519,7 +585,10 @@ class SlurmEnvironments:
         inner = ["bash", "-c", 'cd "$1" 2>/dev/null || cd; shift; exec "$@"', "devenv",
                  self._abs(self.files.workspace(env_name)), *argv]
         result = self.slurm.step(job.job_id, state["node"], inner, timeout=3600)
-        return iter([(result.stdout.encode(), result.stderr.encode())]), (lambda: result.exit_code)
+        # srun's own word on a task's non-zero exit: the exit code says it already (as ssh adds nothing)
+        stderr = "".join(line for line in result.stderr.splitlines(keepends=True)
+                         if not _SRUN_TASK_EXIT.match(line))
+        return iter([(result.stdout.encode(), stderr.encode())]), (lambda: result.exit_code)
 
     def _env_path(self, env_name: str, name: str) -> str:
         """A file in the env's dir, absolute and quoted for the login node's shell."""
@@ -531,6 +600,11 @@ class SlurmEnvironments:
         if not hasattr(self, "_home_dir"):
             self._home_dir = self.conn.run('printf %s "$HOME"', check=True, timeout=30).stdout.strip()
         return self._home_dir + path[1:]
+
+
+def _rank(job: Job) -> tuple[bool, int]:
+    """Which of an environment's jobs is the environment: a live one before an ended one, then the newest."""
+    return job.phase in LIVE, int(job.job_id.split("_")[0])
 
 
 def _describe(s: SlurmSettings) -> str:

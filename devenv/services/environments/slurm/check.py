@@ -73,6 +73,9 @@ def run_cluster_check(conn: Connection, host: HostProfile, env: EnvProfile,
 
     if request.status == "fail":
         add(cc.judge_containers(None, pyxis), *cc.skipped_node_checks("the job request does not fit (above)"))
+    elif request.details.get("usable_nodes", 1) < settings.nodes:   # drained/down: no probe job could start
+        add(cc.judge_containers(None, pyxis),
+            *cc.skipped_node_checks("no node of the partition can take a job now (above): nothing was submitted"))
     else:
         add(*_node_checks(conn, host, env, settings, pyxis))
     allowed, detail = _forwarding(conn)

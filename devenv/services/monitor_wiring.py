@@ -1,23 +1,31 @@
-"""What the monitor's keys call, wired to the services of this build: provisioning (environment state, up,
-down, logs, Jupyter tunnel + URL) and the sanity suite (live progress, saved verdicts). The TUI only gets
-callables, so it never builds a connection; each call opens what it needs through the pooled connection."""
+"""The monitor keys' MonitorServices (services/monitor_keys.py) wired to the services of this build (L2):
+provisioning (environment state, up, down, logs, Jupyter tunnel + URL) and the sanity suite (live progress, saved
+verdicts). The TUI only gets callables, so it never builds a connection; each call opens what it needs through
+the pooled connection."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Any
 
 from devenv.config import profiles
 from devenv.errors import DevenvError
-from devenv.services.session import open_env, resolve_env
-from devenv.tui.monitor_app import MonitorServices
+from devenv.services.monitor_keys import MonitorServices
+from devenv.services.session import EnvSession, Tunnel, open_env, resolve_env
+
+if TYPE_CHECKING:
+    from devenv.config.profiles import HostProfile
+    from devenv.services.monitor import JobPlace
+    from devenv.services.monitor_jupyter import JupyterLink
 
 Progress = Callable[[str, "float | None"], None]
 LOG_TAIL = 100
 
 
-def services_for(host_profiles: dict, accept_new_host: bool = False, env_choice: str | None = None,
-                 places: dict | None = None) -> MonitorServices:
+def services_for(host_profiles: dict[str, HostProfile], accept_new_host: bool = False, env_choice: str | None = None,
+                 places: dict[str, JobPlace] | None = None) -> MonitorServices:
     """host_profiles: the monitor's names -> their host profiles (a Slurm job's node -> its cluster's);
     places: the names that are nodes of a Slurm job -> their JobPlace (the keys act on that job's
     environment, and a process is stopped on its node). Both are read at each call: the monitor adds the nodes
@@ -28,7 +36,7 @@ def services_for(host_profiles: dict, accept_new_host: bool = False, env_choice:
         place = places.get(name)
         return env_choice or (place.env if place is not None else None)
 
-    def session(name: str):
+    def session(name: str) -> AbstractContextManager[EnvSession]:
         return open_env(host_profiles[name], env_for(name), accept_new_host=accept_new_host)
 
     def env_name(name: str) -> str:  # for confirmations: no connection needed
@@ -51,23 +59,30 @@ def services_for(host_profiles: dict, accept_new_host: bool = False, env_choice:
 
     def down(name: str) -> str:
         with session(name) as s:
-            removed = s.backend.down(s.env.name)
-        if not removed["containers"]:
+            removed = s.down()
+        if not removed.items:
             return f"no environment '{s.env.name}' on {name}: nothing to remove"
-        return f"removed {', '.join(removed['containers'])}; the workspace is kept"
+        return f"removed {', '.join(removed.items)}; the workspace is kept"
 
     from devenv.services.monitor_jupyter import TunnelOwner, open_link
 
     owner = TunnelOwner()  # the app's tunnels live on its thread until quit (see monitor_jupyter)
 
-    def open_jupyter(name: str):
+    def open_jupyter(name: str) -> JupyterLink:
         from devenv.services import jupyter
 
         with session(name) as s:
             access = s.backend.jupyter_access(s.env.name)
         local = s.host.local and access.relay is None
-        return open_link(owner, name, s.env.name, lambda: (access.port, access.token),
-                         None if local else (lambda port: s.open_jupyter(access)[1]), url_of=jupyter.lab_url)
+
+        def tunnel(port: int) -> Tunnel:
+            opened = s.open_jupyter(access)[1]
+            if opened is None:   # only this machine needs none, and it is not asked to open one
+                raise DevenvError(f"internal: no tunnel to {name}'s Jupyter", "report this bug")
+            return opened
+
+        return open_link(owner, name, s.env.name, lambda: (access.port, access.token), None if local else tunnel,
+                         url_of=jupyter.lab_url)
 
     def open_browser(url: str) -> str:
         import webbrowser
@@ -135,7 +150,7 @@ def hosts_with_running_env(accept_new_host: bool = False) -> tuple[list[str], li
     return [n for n, running, _ in answers if running], [f"{n}: {why}" for n, _, why in answers if why]
 
 
-def _sanity_progress(event: dict, progress: Progress) -> None:
+def _sanity_progress(event: dict[str, Any], progress: Progress) -> None:
     """The sanity program's events as one line of text and a fraction done."""
     kind = event.get("event")
     if kind == "progress":

@@ -1,9 +1,10 @@
-"""What `devenv monitor` watches, as sources behind the monitor's one host interface: a host is itself; a
-Slurm cluster (`runtime: slurm`) is every node of the user's running devenv jobs (services/cluster_monitor),
-each a host named cluster/job-J/node whose samples come through the login node, or one row saying that no
-job runs. The widgets, --once, --json and the NDJSON/Prometheus streams see only snapshots. The TUI and the
-streams follow the clusters' jobs while they run (SourceFollower; SamplerFollower for the streams' SamplerSet):
-a new job's nodes appear, an ended job's are marked."""
+"""What `devenv monitor` watches (L2), as sources behind the monitor's one host interface: where the host's backend
+watches the host itself (EnvironmentBackend.watched_places says None), the host; else each place it names (a
+Slurm cluster: every node of the user's running devenv jobs, environments/slurm/places), each a host named
+cluster/job-J/node whose samples come through the login node, or one row saying that no job runs. The widgets,
+--once, --json and the NDJSON/Prometheus streams see only snapshots. The TUI and the streams follow the clusters'
+jobs while they run (SourceFollower; SamplerFollower for the streams' SamplerSet): a new job's nodes appear, an
+ended job's are marked."""
 
 from __future__ import annotations
 
@@ -12,13 +13,35 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from devenv.cli.common import connect
 from devenv.config.profiles import HostProfile
 from devenv.errors import DevenvError
+from devenv.remote.base import Connection
 from devenv.services.monitor import ERROR, HostSnapshot, JobPlace
 from devenv.services.monitor_stream import SamplerSet
+
+if TYPE_CHECKING:
+    from devenv.services.environments.slurm.places import FixedSampler, JobWatch
+    from devenv.services.monitor import HostSampler
+
+
+def connect(host: HostProfile, accept_new_host: bool = False) -> Connection:
+    """The host's pooled connection (a bad $DEVENV_SSH_KEY is bad input, said before any is tried)."""
+    from devenv.remote.envkey import chosen_key
+    from devenv.remote.pool import get_connection
+
+    chosen_key()
+    return get_connection(host, accept_new_host=accept_new_host)
+
+
+def _places(profile: HostProfile, accept_new_host: bool) -> list[JobPlace] | None:
+    """What the host's backend has the monitor watch: None for the host itself (also `auto`: a docker or bare
+    host), else its places (a cluster's job nodes)."""
+    from devenv.services.environments.registry import known_backend
+
+    kind = known_backend(profile)
+    return None if kind is None else kind.watched_places(lambda: connect(profile, accept_new_host), profile)
 
 
 @dataclass(frozen=True)
@@ -33,20 +56,18 @@ def sources(host_profiles: list[HostProfile], accept_new_host: bool = False,
             codes: dict[str, int] | None = None) -> list[Source]:
     """Each profile as its source(s), in the order given; clusters asked in parallel (one squeue each). A
     cluster that cannot be asked is an error row (its exit code into codes), as an unreachable host is."""
-    from devenv.services.environments.registry import known_traits
-    from devenv.services.environments.slurm.places import job_places, no_job_snapshot
+    from devenv.services.environments.slurm.places import no_job_snapshot
 
     def expand(profile: HostProfile) -> list[Source]:
-        traits = known_traits(profile)   # None: `auto`, a docker or bare host
-        if traits is None or not traits.scheduled:
-            return [Source(profile.name, profile)]
         try:
-            places = job_places(connect(profile, accept_new_host), profile)
+            places = _places(profile, accept_new_host)
         except DevenvError as e:
             if codes is not None:
                 codes[profile.name] = e.exit_code
             return [Source(profile.name, profile, fixed=HostSnapshot(profile.name, ERROR, time.time(), e.message,
                                                                      e.hint))]
+        if places is None:
+            return [Source(profile.name, profile)]
         if not places:
             return [Source(profile.name, profile, fixed=no_job_snapshot(profile.name))]
         return [Source(p.name, profile, place=p) for p in places]
@@ -70,32 +91,31 @@ def sample_source_once(source: Source, accept_new_host: bool = False) -> HostSna
     return sample_once(node_connection(conn, source.place), place=source.place)
 
 
-def sampler_for(source: Source, interval: float, accept_new_host: bool = False):
+def sampler_for(source: Source, interval: float, accept_new_host: bool = False) -> HostSampler | FixedSampler:
     """The long-lived sampler of a source (not started): one stream per host, one per node of a job, each on
     a connection of its own to the login node (so that a stalled node's reconnect touches no other node)."""
+    from devenv.services.environments.slurm.places import FixedSampler
     from devenv.services.monitor import HostSampler
 
     if source.fixed is not None:
-        from devenv.services.environments.slurm.places import FixedSampler
-
         return FixedSampler(source.fixed)
     profile, place = source.profile, source.place
-    factory: Callable
+    factory: Callable[[], Connection]
     if place is None:
-        def factory():
+        def factory() -> Connection:
             return connect(profile, accept_new_host)
     else:
         from devenv.remote.pool import new_connection
         from devenv.services.environments.slurm.places import node_connection
 
-        def factory():
+        def factory() -> Connection:
             return node_connection(new_connection(profile, accept_new_host=accept_new_host), place, owns=True)
     return HostSampler(source.name, factory, interval=interval, place=place)
 
 
-def jobs_json(snapshots: list[HostSnapshot]) -> list[dict]:
+def jobs_json(snapshots: list[HostSnapshot]) -> list[dict[str, Any]]:
     """The --json grouping: one entry per Slurm job, with the monitor names of its nodes."""
-    jobs: dict[tuple[str, str], dict] = {}
+    jobs: dict[tuple[str, str], dict[str, Any]] = {}
     for snap in snapshots:
         place = snap.job
         if place is None:
@@ -119,11 +139,11 @@ class SourceChanges:
 
 class SourceFollower:
     """The clusters among the sources, each followed by a JobWatch on its login node's connection: so that a
-    long-running monitor shows a job started after it, and marks one that ended (services/cluster_monitor)."""
+    long-running monitor shows a job started after it, and marks one that ended (environments/slurm/places)."""
 
-    def __init__(self, found: list[Source], accept_new_host: bool = False, watches: dict | None = None,
+    def __init__(self, found: list[Source], accept_new_host: bool = False, watches: dict[str, JobWatch] | None = None,
                  clock: Callable[[], float] = time.monotonic):
-        from devenv.services.environments.slurm.places import JobWatch, job_places
+        from devenv.services.environments.slurm.places import JobWatch
 
         self._clock = clock
         self._ended_at: dict[str, tuple[str, float]] = {}    # an ended node's row: (its cluster, when it ended)
@@ -132,7 +152,7 @@ class SourceFollower:
         self._profiles = clusters
 
         def lister(profile: HostProfile) -> Callable[[], list[JobPlace]]:
-            return lambda: job_places(connect(profile, accept_new_host), profile)
+            return lambda: _places(profile, accept_new_host) or []
 
         self._watches = watches if watches is not None else {
             name: JobWatch(lister(profile), [s.place for s in found if s.place is not None and s.profile.name == name])

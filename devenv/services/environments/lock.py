@@ -1,0 +1,61 @@
+"""One `up` of an environment at a time, held on its host (L2), whatever the backend.
+
+Two `up` of one environment at the same moment (two terminals, a script and a person) each saw "nothing
+there" and each made one: two Docker networks and a container left `created`, or two Slurm jobs. The lock is
+`flock` on a file under the host's ~/.devenv/locks, held by one command that stays open on the host for as
+long as `up` runs: the kernel drops the lock when that command ends, and it ends when `up` releases it, or when
+`up`'s connection goes (a killed laptop: the command's next keep-alive write fails within seconds). A dead
+holder never blocks the next `up`.
+
+The second `up` waits for the first and then finds the environment made: it reattaches. A host without
+`flock` gets no lock (as before).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from collections.abc import Callable, Iterator
+
+from devenv.errors import DevenvError
+from devenv.remote.base import Connection
+
+WAIT_S = 1800          # an `up` that builds an image may hold it for minutes; past this, the second one gives up
+KEEPALIVE_S = 2        # how soon the holder notices that `up` (or its connection) is gone
+
+
+def _script(key: str, wait_s: int) -> str:
+    # fd 9 is the lock; `sleep` gets it closed, so that only the shell holds it and it goes with the shell
+    return (f'd="$HOME/.devenv/locks"; mkdir -p "$d" 2>/dev/null && exec 9>>"$d/{key}.lock" '
+            f"|| {{ echo unlocked; exit 0; }}\n"
+            f"command -v flock >/dev/null 2>&1 || {{ echo unlocked; exit 0; }}\n"
+            f"if ! flock -n 9; then echo busy; flock -w {wait_s} 9 || {{ echo timeout; exit 0; }}; fi\n"
+            f"echo locked\n"
+            f"while :; do sleep {KEEPALIVE_S} 9>&-; echo held || exit 0; done")
+
+
+@contextlib.contextmanager
+def up_lock(conn: Connection, owner: str, env_name: str, on_wait: Callable[[str], None],
+            wait_s: int = WAIT_S) -> Iterator[None]:
+    """Hold the lock of owner's env_name on conn's host while inside; on_wait is told when another holds it."""
+    key = re.sub(r"[^A-Za-z0-9._-]", "_", f"{owner}-{env_name}")
+    lines = conn.stream(_script(key, wait_s))
+    try:
+        said = next(lines, "unlocked")
+        if said == "busy":
+            on_wait(f"Another `up` of '{env_name}' on {conn.name} is under way; waiting for it to end "
+                    f"(at most {_span(wait_s)})")
+            said = next(lines, "unlocked")
+        if said == "timeout":
+            raise DevenvError(f"another `up` of '{env_name}' on {conn.name} has held it for {_span(wait_s)}",
+                              f"see what it does with `devenv status {conn.name}`, or stop that `up` and run "
+                              "this one again")
+        yield
+    finally:
+        close = getattr(lines, "close", None)
+        if close is not None:
+            close()     # ends the holder on the host: the lock goes with it
+
+
+def _span(seconds: int) -> str:
+    return f"{seconds // 60} min" if seconds >= 120 else f"{seconds} s"

@@ -1,0 +1,92 @@
+"""services/environments/lock.py on this machine (LocalConnection: the same script a host runs over SSH): one
+holder at a time, the second waits and says so, and a holder that dies (kill -9) does not block the next."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from devenv.errors import DevenvError
+from devenv.remote.local import LocalConnection
+from devenv.services.environments.lock import up_lock
+
+HOLD = """
+import sys
+from devenv.remote.local import LocalConnection
+from devenv.services.environments.lock import up_lock
+with up_lock(LocalConnection("here"), sys.argv[1], sys.argv[2], print):
+    print("holding", flush=True)
+    sys.stdin.read()
+"""
+
+
+@pytest.fixture
+def home(tmp_path, monkeypatch) -> Path:
+    monkeypatch.setenv("HOME", str(tmp_path))   # the lock's folder: the host's ~/.devenv/locks
+    return tmp_path
+
+
+def holder(owner: str, env: str) -> subprocess.Popen:
+    proc = subprocess.Popen([sys.executable, "-c", HOLD, owner, env], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            text=True, cwd=Path(__file__).resolve().parent.parent)
+    assert proc.stdout.readline().strip() == "holding"
+    return proc
+
+
+def test_the_second_up_waits_for_the_first_and_is_told(home):
+    first = holder("t", "env")
+    said: list[str] = []
+    got = threading.Event()
+
+    def second() -> None:
+        with up_lock(LocalConnection("here"), "t", "env", said.append):
+            got.set()
+
+    thread = threading.Thread(target=second)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not said and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert said and "Another `up` of 'env'" in said[0]
+    assert not got.is_set()
+    first.stdin.close()        # the first `up` ends
+    first.wait(30)
+    thread.join(30)
+    assert got.is_set()
+    assert (home / ".devenv" / "locks" / "t-env.lock").exists()
+
+
+def test_a_killed_holder_does_not_block_the_next(home):
+    first = holder("t", "env")
+    first.kill()               # a laptop gone: no release, its connection simply ends
+    first.wait(30)
+    said: list[str] = []
+    with up_lock(LocalConnection("here"), "t", "env", said.append, wait_s=60):
+        pass                   # got it (within the holder's keep-alive: it notices in seconds)
+
+
+def test_other_environments_do_not_wait(home):
+    first = holder("t", "env")
+    try:
+        said: list[str] = []
+        with up_lock(LocalConnection("here"), "t", "other", said.append):
+            assert said == []
+    finally:
+        first.kill()
+        first.wait(30)
+
+
+def test_a_holder_that_never_ends_is_an_error_past_the_wait(home):
+    first = holder("t", "env")
+    try:
+        with pytest.raises(DevenvError, match="has held it for"), \
+                up_lock(LocalConnection("here"), "t", "env", lambda text: None, wait_s=1):
+            pass
+    finally:
+        first.kill()
+        first.wait(30)
