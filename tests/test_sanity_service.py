@@ -4,7 +4,6 @@ and the report history. The SSH path is the same code with SSHConnection; it run
 from __future__ import annotations
 
 import copy
-import importlib.util
 import json
 import os
 import stat
@@ -20,7 +19,7 @@ from devenv.services import sanity_history as history
 from devenv.services.sanity import run_sanity
 
 FIXTURES = Path(__file__).parent / "fixtures" / "sanity"
-needs_torch = pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="torch is not installed here")
+needs_torch = pytest.mark.usefixtures("local_torch")  # the real program on this machine's torch (marked torch)
 
 
 class RecordingConnection(LocalConnection):
