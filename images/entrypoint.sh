@@ -60,8 +60,9 @@ VIRTUAL_ENV=/opt/venv ${extra}|" /etc/ssh/sshd_config.d/00-devenv.conf
             # devenv's readiness probes read the banner and hang up: sshd logs each as "Connection closed by
             # ADDRESS port N [preauth]". Those lines (no user named: no login was tried) are dropped from the
             # environment's log; every other line, failed logins ("... authenticating user ...") included, stays.
+            # (sshd -e ends its lines with \r\n: [[:space:]]* before the end.)
             /usr/sbin/sshd -D -e 2>&1 \
-                | grep --line-buffered -v -E '^Connection (closed|reset) by [0-9A-Fa-f.:]+ port [0-9]+ \[preauth\]$' >&2 \
+                | grep --line-buffered -v -E '^Connection (closed|reset) by [0-9A-Fa-f.:]+ port [0-9]+ \[preauth\][[:space:]]*$' >&2 \
                 || true
             echo "devenv: sshd exited; restarting it" >&2
             sleep 1
