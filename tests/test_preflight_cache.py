@@ -75,13 +75,30 @@ def test_another_environment_profile_runs_the_full_check() -> None:
     assert full.calls == 2
 
 
-def test_a_failed_or_warned_check_is_never_reused() -> None:
-    for status in (FAIL, WARN):
-        full, conn = FullCheck(status), CountingConnection()
-        preflight(conn, full)
-        assert not preflight_cache.cache_path(HOST.name, ENV.name).exists()
-        preflight(conn, full)
-        assert full.calls == 2
+def test_a_failed_check_is_never_reused() -> None:
+    full, conn = FullCheck(FAIL), CountingConnection()
+    preflight(conn, full)
+    assert not preflight_cache.cache_path(HOST.name, ENV.name).exists()
+    preflight(conn, full)
+    assert full.calls == 2
+
+
+def test_a_warned_check_is_reused_with_its_warning() -> None:
+    full, conn = FullCheck(WARN), CountingConnection()
+    preflight(conn, full)
+    again = preflight(conn, full)
+    assert full.calls == 1 and [c.status for c in again.checks] == [WARN, PASS]
+
+
+def test_a_failed_cached_check_is_not_trusted() -> None:
+    full, conn = FullCheck(), CountingConnection()
+    preflight(conn, full)
+    path = preflight_cache.cache_path(HOST.name, ENV.name)
+    data = json.loads(path.read_text())
+    data["report"]["checks"][0]["status"] = FAIL
+    path.write_text(json.dumps(data))
+    assert preflight(conn, full).ok
+    assert full.calls == 2
 
 
 def test_a_corrupt_cache_runs_the_full_check() -> None:

@@ -2,7 +2,7 @@
 
 The full check asks a batch of probes plus network round trips (about 1.5 s on the test host). Its answers
 move only when the host does: a reboot, another docker engine or driver, another image, less disk, someone
-else on the GPUs. So after a check that passed clean (no failure, no warning), its report is kept with a
+else on the GPUs. So after a check that passed (no failure), its report is kept with a
 fingerprint of those facts; the next `up` asks ONE probe for the fingerprint and reuses the report when it is
 the same. Anything else (no cache, an unreadable one, another host key, devenv version, host or environment
 profile, a fingerprint that differs, a disk now short or a GPU now busy) runs the full check and caches it
@@ -25,7 +25,7 @@ import devenv
 from devenv.checks import engine as engine_checks
 from devenv.checks import gpu_use
 from devenv.checks import host as hc
-from devenv.checks.report import FAIL, INFO, PASS, WARN, CheckReport, CheckResult
+from devenv.checks.report import FAIL, INFO, PASS, CheckReport, CheckResult
 from devenv.config import paths
 from devenv.config.profiles import EnvProfile, HostProfile
 from devenv.remote.base import Connection
@@ -92,7 +92,9 @@ def _facts(out: dict[str, hc.BatchOutput]) -> dict[str, str]:
 
 
 def _clean(report: CheckReport) -> bool:
-    return report.ok and not any(c.status in (FAIL, WARN) for c in report.checks)
+    """A report worth keeping: nothing failed. Its warnings stopped nothing and `up` shows none; those that
+    depend on the host (no GPU driver, a small disk, busy GPUs) are in the fingerprint or judged afresh."""
+    return report.ok and not any(c.status == FAIL for c in report.checks)
 
 
 def load(host: str, env: str) -> dict[str, Any] | None:
@@ -159,6 +161,8 @@ def _reuse(conn: Connection, host: HostProfile, env: EnvProfile, allow_busy: boo
         facts = cached["facts"]
     except (KeyError, TypeError, ValueError):
         return None  # corrupt or of another format: the full check
+    if any(c.status == FAIL for c in checks):
+        return None  # never kept so: not trusted
     out = _ask(conn, fingerprint_probes(host, env, with_engine, gpus_seen))
     if _facts(out) != facts:
         return None
@@ -172,7 +176,8 @@ def _reuse(conn: Connection, host: HostProfile, env: EnvProfile, allow_busy: boo
     if gpus_seen:
         fresh += gpu_use.judge_gpu_use(out["gpu_use"].stdout, env.gpus, allow_busy=allow_busy, host=host.name,
                                        t=time.time())
-    if fresh[0].status != PASS or any(c.status not in (PASS, INFO) for c in fresh):
+    previous_disk = previous.status if previous else PASS
+    if fresh[0].status not in (PASS, previous_disk) or any(c.status not in (PASS, INFO) for c in fresh[1:]):
         return None
     by_id = {c.id: c for c in fresh}
     if gpus_seen and {c.id for c in checks if c.id.startswith("gpu.") and c.id.endswith(".use")} != \
