@@ -135,6 +135,26 @@ def use_testhost(testhost, monkeypatch, tmp_path) -> dict[str, str]:
     return apply_testhost_env(monkeypatch, testhost.env, tmp_path)
 
 
+def made_cluster_python() -> str | None:
+    """The python testhost/setup made once per machine (the `python:` of its testcluster profile: JupyterLab and
+    the CPU torch), when it is there and has both; a fixture that needs such a python takes it instead of making a
+    venv of its own (a pip install of JupyterLab: a minute on a fresh machine, once per pytest process)."""
+    import subprocess
+
+    import yaml
+
+    profile = testhost_dir() / "home" / "profiles" / "hosts" / "testcluster.yaml"
+    if not profile.is_file():
+        return None
+    python = (yaml.safe_load(profile.read_text()) or {}).get("python")
+    if not python or not Path(python).is_absolute():
+        return None
+    probe = subprocess.run([python, "-c", "import importlib.util as u, sys; "
+                            "sys.exit(not (u.find_spec('jupyterlab') and u.find_spec('torch')))"],
+                           capture_output=True, timeout=60)
+    return python if probe.returncode == 0 else None
+
+
 def jupyterlab_venv(folder: Path) -> str:
     """A venv in folder with JupyterLab (and, through system site packages, the machine's torch); its python."""
     import subprocess

@@ -10,12 +10,17 @@ from __future__ import annotations
 
 import shlex
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from devenv.config import profiles, validate
 from devenv.env.devcontainer import Devcontainer, overlay, parse
 from devenv.errors import BadInputError, DevenvError
+
+if TYPE_CHECKING:
+    from devenv.services.environments.contract import UpResult
+    from devenv.services.session import EnvSession, Tunnel
 
 
 def find(named: str | None) -> tuple[Devcontainer, Path] | None:
@@ -45,7 +50,7 @@ def find(named: str | None) -> tuple[Devcontainer, Path] | None:
     return None
 
 
-def apply(session, dc: Devcontainer, root: Path) -> None:
+def apply(session: EnvSession, dc: Devcontainer, root: Path) -> None:
     """Lay the devcontainer under the session's environment profile; say what is used and what is not."""
     from devenv.env import project_context
 
@@ -78,10 +83,10 @@ def apply(session, dc: Devcontainer, root: Path) -> None:
         click.secho(f"  not honoured: {note}", fg="yellow", err=True)
 
 
-def after_up(session, result, dc: Devcontainer, project: str | None = None) -> None:
+def after_up(session: EnvSession, result: UpResult, dc: Devcontainer, project: str | None = None) -> None:
     """onCreateCommand, updateContentCommand and postCreateCommand when the container was made, postStartCommand
-    whenever it (re)started; as the environment's user, in the project's folder there (`up --sync`, synced
-    before them), else in the workspace."""
+    whenever it (re)started, postAttachCommand at every `up` (the spec's order); as the environment's user, in
+    the project's folder there (`up --sync`, synced before them), else in the workspace."""
     commands = []
     if result.action in ("created", "recreated"):   # the spec's order: onCreate, updateContent, postCreate
         commands += [("onCreateCommand", c) for c in dc.on_create]
@@ -89,6 +94,7 @@ def after_up(session, result, dc: Devcontainer, project: str | None = None) -> N
         commands += [("postCreateCommand", c) for c in dc.post_create]
     if result.action in ("created", "recreated", "started"):
         commands += [("postStartCommand", c) for c in dc.post_start]
+    commands += [("postAttachCommand", c) for c in dc.post_attach]  # every `up`: devenv attaches each time
     workspace = project or session.env.volumes.get("workspace", "/workspace")
     for key, command in commands:
         click.echo(f"Running {key}: {command}", err=True)
@@ -108,7 +114,7 @@ def port_notes(host: str, dc: Devcontainer) -> list[str]:
     return [f"forwardPorts {p}: devenv tunnel {host} {p}" for p in dc.forward_ports]
 
 
-def open_forwards(session, result, dc: Devcontainer):
+def open_forwards(session: EnvSession, result: UpResult, dc: Devcontainer) -> Tunnel | None:
     """Tunnels for forwardPorts (each on the same local port when free), or None."""
     if not dc.forward_ports or session.host.local or not result.status.address:
         return None

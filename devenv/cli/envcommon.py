@@ -3,6 +3,10 @@ the presentation of access and tunnels. The work itself is the session's (servic
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from types import FrameType
+from typing import Any, NoReturn, TypeVar
+
 import click
 
 from devenv.config.profiles import EnvProfile
@@ -11,8 +15,10 @@ from devenv.services import jupyter
 from devenv.services.environments.contract import Shell
 from devenv.services.session import EnvSession, Tunnel
 
+_F = TypeVar("_F", bound=Callable[..., Any])
 
-def build_input_options(fn):
+
+def build_input_options(fn: _F) -> _F:
     """--ca-bundle / --wheelhouse / --offline for commands that may build an image."""
     fn = click.option("--offline", is_flag=True,
                       help="pip uses only the wheelhouse (hosts without internet).")(fn)
@@ -56,9 +62,9 @@ def hold(tunnel: Tunnel, host_name: str) -> None:
     import signal
     import time
 
-    from devenv.errors import ConnectError
+    from devenv.errors import ConnectError, DevenvError
 
-    def interrupted(signum, frame):
+    def interrupted(signum: int, frame: FrameType | None) -> NoReturn:
         raise KeyboardInterrupt
 
     # SIGTERM/SIGHUP (a closed terminal, a supervisor) close the tunnel as Ctrl-C does.
@@ -69,8 +75,12 @@ def hold(tunnel: Tunnel, host_name: str) -> None:
     try:
         while tunnel.alive():
             time.sleep(0.5)
-        why = getattr(tunnel, "ended", None) or "network lost, or the host went away"
-        raise ConnectError(f"the tunnel to {host_name} closed ({why})",
+        ended = getattr(tunnel, "ended", None)
+        if ended:   # what the tunnel reached ended on its own (a scheduler's job): the environment is gone, not
+            #         the network, so reopening the tunnel cannot work (exit 1, as for any ended job)
+            raise DevenvError(f"the tunnel to {host_name} closed: {ended}",
+                              f"`devenv up {host_name}` starts the environment again (its workspace is kept)")
+        raise ConnectError(f"the tunnel to {host_name} closed (network lost, or the host went away)",
                            f"reopen it with `devenv jupyter {host_name}`")
     except KeyboardInterrupt:
         click.echo("Tunnels closed.", err=True)

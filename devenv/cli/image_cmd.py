@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import click
 
 from devenv.cli import main
@@ -9,6 +11,7 @@ from devenv.cli.common import accept_new_host_option, env_option
 from devenv.cli.envcommon import build_input_options
 from devenv.cli.progress import ProgressPrinter
 from devenv.env.image_context import BuildInputs
+from devenv.env.info import ProgressEvent
 from devenv.services.session import open_env
 
 
@@ -48,8 +51,8 @@ def build(host: str, env: str | None, accept_new_host: bool, ca_bundle: str | No
                 f"torch {torch_label}, CUDA {cuda_label}", fg="green")
 
 
-def _steps_only(printer: ProgressPrinter):
-    def show(event):
+def _steps_only(printer: ProgressPrinter) -> Callable[[ProgressEvent], None]:
+    def show(event: ProgressEvent) -> None:
         if event.text.startswith("Step "):
             printer.progress(event)
     return show

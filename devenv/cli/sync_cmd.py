@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING
 
 import click
 
@@ -17,6 +18,10 @@ from devenv.cli import main
 from devenv.cli.common import accept_new_host_option, env_option
 from devenv.config import validate
 from devenv.errors import BadInputError
+
+if TYPE_CHECKING:
+    from devenv.remote.gitignore import Selection
+    from devenv.remote.rsync import Target
 
 
 @main.command()
@@ -66,7 +71,7 @@ def sync(host: str, local_dir: Path, env: str | None, accept_new_host: bool, sub
         _watch(local_dir, target, name, delete, binary, interval, before, verbose)
 
 
-def _say_skipped(selection) -> None:
+def _say_skipped(selection: Selection) -> None:
     if not selection.skipped:
         click.echo(f"Skipped nothing ({selection.by} ignores nothing here).", err=True)
         return
@@ -95,7 +100,8 @@ def sync_after_up(host: str, env: str | None, accept_new_host: bool, local_dir: 
     return str(PurePosixPath(target.workspace) / name)
 
 
-def _watch(local_dir: Path, target, name: str, delete: bool, binary: str, interval: float, last: dict,
+def _watch(local_dir: Path, target: Target, name: str, delete: bool, binary: str, interval: float,
+           last: dict[str, tuple[int, int]],
            verbose: bool) -> None:
     from devenv.remote import gitignore, rsync
 

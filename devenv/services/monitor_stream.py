@@ -13,10 +13,16 @@ import ipaddress
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
-from typing import Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from devenv.errors import DevenvError
+from devenv.gpu.sample import GpuSample
 from devenv.services.monitor import OK, HostSnapshot
+
+if TYPE_CHECKING:  # prometheus_client is imported where it is used (only --prometheus needs it)
+    from wsgiref.simple_server import WSGIServer
+
+    from prometheus_client.metrics_core import Metric
 
 SCHEMA_VERSION = 1
 
@@ -71,19 +77,19 @@ def as_set(samplers: Iterable[Sampler]) -> SamplerSet:
 
 # --- NDJSON ---------------------------------------------------------------------------------------------
 
-def record(snap: HostSnapshot) -> dict:
+def record(snap: HostSnapshot) -> dict[str, Any]:
     """One NDJSON object: one host at one sample (the --json shape, plus schema_version and type)."""
     return {"schema_version": SCHEMA_VERSION, "type": "sample", **snap.to_dict()}
 
 
 def watch_records(samplers: Iterable[Sampler], interval: float, *, stop: Callable[[], bool] = lambda: False,
-                  sleep: Callable[[float], None] = time.sleep) -> Iterator[dict]:
+                  sleep: Callable[[float], None] = time.sleep) -> Iterator[dict[str, Any]]:
     """A record per host each time it has a new sample or a new state (connecting, reconnecting, ...);
     never the same sample twice, so a host that is down writes one record saying so, not one a second. A
     SamplerSet is read again at each pass: a host put in since writes its records, an ended job's node its
     one job-ended record."""
     live = as_set(samplers)
-    seen: dict[str, tuple] = {}
+    seen: dict[str, tuple[object, ...]] = {}
     while not stop():
         for sampler in live:
             snap = sampler.snapshot()
@@ -127,7 +133,7 @@ def parse_bind(text: str, *, allow_public: bool = False) -> tuple[str, int]:
 
 
 # dcgm-exporter's names (its default counters), with what each is in a sample.
-DCGM_GAUGES = (
+DCGM_GAUGES: tuple[tuple[str, str, Callable[[GpuSample], float | None]], ...] = (
     ("DCGM_FI_DEV_GPU_UTIL", "GPU utilization (in %).", lambda g: g.util_pct),
     ("DCGM_FI_DEV_MEM_COPY_UTIL", "Memory utilization (in %).", lambda g: g.mem_util_pct),
     ("DCGM_FI_DEV_FB_USED", "Framebuffer memory used (in MiB).", lambda g: g.mem_used_mib),
@@ -153,10 +159,10 @@ class DcgmCollector:
     def __init__(self, samplers: Iterable[Sampler]):
         self.samplers = as_set(samplers)
 
-    def describe(self) -> list:
+    def describe(self) -> list[Metric]:
         return []  # unchecked collector: names come with each collect
 
-    def collect(self) -> Iterator:
+    def collect(self) -> Iterator[Metric]:
         from prometheus_client.core import GaugeMetricFamily
 
         snaps = [s.snapshot() for s in self.samplers]
@@ -185,7 +191,7 @@ class DcgmCollector:
         yield age
 
 
-def serve_prometheus(samplers: Iterable[Sampler], address: str, port: int):
+def serve_prometheus(samplers: Iterable[Sampler], address: str, port: int) -> tuple[WSGIServer, threading.Thread]:
     """Serve /metrics on address:port in a daemon thread; returns (server, thread). Only our collector is
     registered (no process metrics of the laptop)."""
     from prometheus_client import CollectorRegistry, start_http_server

@@ -24,7 +24,13 @@ import pytest
 from sshd_fixture import free_port
 
 from devenv.env import spec as envspec
-from testhost import apply_testhost_env, jupyterlab_venv, testhost, testhost_env  # noqa: F401  (fixtures, used by name)
+from testhost import (  # noqa: F401  (fixtures, used by name)
+    apply_testhost_env,
+    jupyterlab_venv,
+    made_cluster_python,
+    testhost,
+    testhost_env,
+)
 
 REPO = Path(__file__).resolve().parents[3]
 SLIM_IMAGE = "devenv-test/pytorch:slim"
@@ -223,8 +229,9 @@ def podman_slim_image(testhost, tmp_path_factory) -> str:
 
 @pytest.fixture(scope="session")
 def host_python(tmp_path_factory) -> str:
-    """A python on the test host with JupyterLab (and, through system site packages, the machine's torch)."""
-    return jupyterlab_venv(tmp_path_factory.mktemp("host-runtime"))
+    """A python on the test host with JupyterLab and torch: the one testhost/setup made for the cluster, else a venv
+    made here (through system site packages, the machine's torch)."""
+    return made_cluster_python() or jupyterlab_venv(tmp_path_factory.mktemp("host-runtime"))
 
 
 # --- a GPU host of two replayed H200s on an sshd of our own, GPU 0 held by a real `sleep` (someone else's job) --

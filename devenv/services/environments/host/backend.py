@@ -163,7 +163,7 @@ class HostProvisioner(FlowBackend):
                                 f"Jupyter listens on {launched['port']} instead")
         return result
 
-    def _wait(self, state: dict, options: UpOptions, events: Events) -> float:
+    def _wait(self, state: dict[str, Any], options: UpOptions, events: Events) -> float:
         port = state["port"]
         key = state.get("dir", "").rsplit("/", 1)[-1] or self.key(state["env"])
 
@@ -249,7 +249,7 @@ class HostProvisioner(FlowBackend):
         return iter([(out.encode(), err.encode())]), (lambda: code)
 
 
-def _status(state: dict, host: str) -> EnvStatus:
+def _status(state: dict[str, Any], host: str) -> EnvStatus:
     alive = bool(state.get("alive"))
     return EnvStatus(
         host=host, env=state.get("env", "?"), owner=state.get("owner", "?"), runtime="host",
