@@ -219,7 +219,7 @@ def test_the_check_starts_before_the_engine_is_asked_when_this_laptop_knows_no_e
     import threading
 
     from devenv.env import state as envstate
-    from devenv.services import preflight
+    from devenv.services import preflight, preflight_cache
 
     seen: list[str] = []
 
@@ -231,6 +231,7 @@ def test_the_check_starts_before_the_engine_is_asked_when_this_laptop_knows_no_e
     for cached, expected in ((None, ["devenv-early-check"]), ("c-old", [threading.current_thread().name])):
         seen.clear()
         envstate.forget(HOST.name, ENV.name)
+        preflight_cache.forget(HOST.name, ENV.name)  # the full check each time (not the last one's answers)
         if cached:
             envstate.update(HOST.name, ENV.name, container=cached)
         runtime, events = MemoryRuntime(images={ENV.image: "sha256:img"}), Recorder()

@@ -91,13 +91,15 @@ def test_exec_streams_output_as_it_comes(place: Place):
     place.up()
     running = place.start("exec", place.host, "--", "sh", "-c",
                           "echo first; i=0; while [ ! -e .contract-go ] && [ $i -lt 600 ]; do sleep 0.1; "
-                          "i=$((i+1)); done; echo second")
+                          "i=$((i+1)); done; [ -e .contract-go ] && echo saw-the-file || echo gave-up")
     try:
         running.wait_line(r"^first$", timeout=90)   # the command gives up waiting after 60 s
         assert running.proc.poll() is None, running.output
         place.ok("exec", place.host, "--", "touch", ".contract-go")
         assert running.finish() == 0, running.output
-        assert running.lines[-1] == "second", running.output
+        # the file was made only after "first" was read here: a command that saw it printed "first" before
+        # it ended (output returned at the end comes after the command gave up waiting)
+        assert running.lines[-1] == "saw-the-file", running.output
     finally:
         running.proc.kill()
         place.devenv("exec", place.host, "--", "rm", "-f", ".contract-go")

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from devenv.checks import host as hostchecks
 from devenv.cli import main
 from devenv.env import state as envstate
 from devenv.remote import pool
@@ -35,8 +36,13 @@ def checks_of(result):
 def test_testbox_cpu_env_is_ready_and_says_there_is_no_gpu(use_testhost):
     result = check("testbox", "--json")
     report, checks = checks_of(result)
-    for key in ("ssh", "os", "docker.daemon", "disk", "ssh.forwarding"):
+    for key in ("os", "docker.daemon", "disk", "ssh.forwarding"):
         assert checks[key]["status"] == "pass", checks[key]
+    # ssh is judged on what it timed: a loaded machine may time a slow round trip or shell start-up, and then the
+    # warning must be the one those numbers call for (no timing is asserted here, only the judge's consistency)
+    ssh, times = checks["ssh"], checks["ssh"]["details"]
+    slow = (times["latency_ms"] >= hostchecks.SLOW_NETWORK_MS, times["shell_startup_ms"] >= hostchecks.SLOW_SHELL_MS)
+    assert ssh["status"] == ("warn" if any(slow) else "pass"), ssh
     assert "Debian" in checks["os"]["value"]
     # the socket the host's docker CLI uses is learned, so the Docker API can reach it without a shell
     assert envstate.host_facts("testbox").get("docker_socket") == "/var/run/docker.sock"

@@ -116,8 +116,11 @@ class Provisioner(FlowBackend):
     def run_preflight(cls, conn: Connection, host: HostProfile, env: EnvProfile,
                       allow_busy: bool = False) -> CheckReport:
         from devenv.services import preflight
+        from devenv.services.preflight_cache import cached_preflight
 
-        return preflight.run_check(conn, host, env, allow_busy=allow_busy, with_engine=True)
+        # the last clean check stands while one probe finds the host's facts unchanged
+        return cached_preflight(conn, host, env, allow_busy, True,
+                                lambda: preflight.run_check(conn, host, env, allow_busy=allow_busy, with_engine=True))
 
     def close(self) -> None:
         self.runtime.close()

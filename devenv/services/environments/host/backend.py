@@ -75,8 +75,11 @@ class HostProvisioner(FlowBackend):
     def run_preflight(cls, conn: Connection, host: HostProfile, env: EnvProfile,
                       allow_busy: bool = False) -> CheckReport:
         from devenv.services import preflight
+        from devenv.services.preflight_cache import cached_preflight
 
-        return preflight.run_check(conn, host, env, allow_busy=allow_busy)
+        # the last clean check stands while one probe finds the host's facts unchanged
+        return cached_preflight(conn, host, env, allow_busy, False,
+                                lambda: preflight.run_check(conn, host, env, allow_busy=allow_busy))
 
     def close(self) -> None:
         self.runtime.close()
