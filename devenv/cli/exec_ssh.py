@@ -127,6 +127,18 @@ def run_remote(host: str, ssh: list[str], argv: list[str]) -> NoReturn:
 def _call(argv: list[str]) -> int:
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C belongs to the remote command
     try:
-        return subprocess.call(argv)
+        if "-tt" not in argv:
+            return subprocess.call(argv)
+        # With a pty the command's stderr comes back on ssh's stdout, so ssh's own stderr holds only ssh's words;
+        # its "Connection to HOST closed." after a session that ended as asked is written there directly (not
+        # to -E's log), and is dropped here. Everything else ssh says is passed on as it comes.
+        proc = subprocess.Popen(argv, stderr=subprocess.PIPE)
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            text = line.decode(errors="replace")
+            if not _CLOSED.fullmatch(text):
+                sys.stderr.write(text)
+                sys.stderr.flush()
+        return proc.wait()
     finally:
         signal.signal(signal.SIGINT, previous)

@@ -42,9 +42,9 @@ def test_exec_tty_confirmations_without_a_terminal_and_purge_of_the_ssh_entry(te
     page = test_env.run("exec", "testbox", "--env", env, "--", "python3", "-c",
                         "import urllib.request; t = open('/etc/devenv/jupyter_token').read().strip(); "
                         "print(urllib.request.urlopen(f'http://127.0.0.1:8888/lab?token={t}').read().decode())")
-    config = json.loads(page.stdout.split('id="jupyter-config-data"', 1)[1].split(">", 1)[1]
-                        .split("</script>", 1)[0])
-    disabled = config.get("disabledExtensions")
+    page_config = json.loads(page.stdout.split('id="jupyter-config-data"', 1)[1].split(">", 1)[1]
+                             .split("</script>", 1)[0])
+    disabled = page_config.get("disabledExtensions")
     assert "@jupyterlab/apputils-extension:announcements" in (disabled or []), disabled
     if isinstance(disabled, dict):
         assert disabled["@jupyterlab/apputils-extension:announcements"] is True
