@@ -55,7 +55,7 @@ def test_changed_spec_shows_diff_and_recreates_only_when_confirmed(test_env):
 
     # Not a terminal and no --yes: the diff is shown, nothing is touched, the exit code says so.
     refused = test_env.run("up", "testbox", "--env", env, "--detach", check=False)
-    assert refused.returncode == 1
+    assert refused.returncode == 2, refused.stderr  # a step that needs a yes, refused without a terminal (README)
     assert "shm_size: 1g -> 2g" in refused.stderr and "--yes" in refused.stderr
     assert docker("inspect", "-f", "{{.Id}}", test_env.container).stdout.strip() == first["status"]["container"]
 
