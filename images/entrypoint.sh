@@ -34,6 +34,19 @@ if [ "${DEVENV_SSHD:-1}" = 1 ]; then
     # Commands run over ssh (`devenv exec` with stdin or -t) see the environment's DEVENV_* settings, as
     # `docker exec` does. sshd takes its first SetEnv line only, so the whole line is written anew each start.
     extra=$(env | grep -E '^DEVENV_[A-Z0-9_]+=[A-Za-z0-9._:/@+-]*$' | sort | tr '\n' ' ' || true)
+    # ... and the environment's own variables (the profile's env:, a devcontainer's containerEnv/remoteEnv), so
+    # ssh, exec with stdin, login shells and VS Code see them as `docker exec` does; a value SetEnv cannot carry
+    # (quotes, backslashes, line breaks...) is named here and left out, never half-written.
+    for name in ${DEVENV_ENV_VARS:-}; do
+        case "$name" in ''|[0-9]*|*[!A-Za-z0-9_]*|DEVENV_*) continue ;; esac
+        value=$(printenv "$name") || continue
+        case "$value" in
+            *[!A-Za-z0-9\ ._:/@+=,%-]*)
+                echo "devenv: $name is not given to ssh sessions (its value has characters sshd's SetEnv cannot carry)" >&2
+                continue ;;
+        esac
+        extra="$extra \"$name=$value\""
+    done
     permit=prohibit-password
     [ "$user" = root ] || permit=no
     sed -i -e "s|^AllowUsers .*|AllowUsers $user|" -e "s|^PermitRootLogin .*|PermitRootLogin $permit|" \
@@ -44,7 +57,12 @@ VIRTUAL_ENV=/opt/venv ${extra}|" /etc/ssh/sshd_config.d/00-devenv.conf
     /usr/sbin/sshd -t   # a broken config fails the start, loudly, instead of a restart loop
     (
         while :; do
-            /usr/sbin/sshd -D -e || true
+            # devenv's readiness probes read the banner and hang up: sshd logs each as "Connection closed by
+            # ADDRESS port N [preauth]". Those lines (no user named: no login was tried) are dropped from the
+            # environment's log; every other line, failed logins ("... authenticating user ...") included, stays.
+            /usr/sbin/sshd -D -e 2>&1 \
+                | grep --line-buffered -v -E '^Connection (closed|reset) by [0-9A-Fa-f.:]+ port [0-9]+ \[preauth\]$' >&2 \
+                || true
             echo "devenv: sshd exited; restarting it" >&2
             sleep 1
         done

@@ -68,3 +68,11 @@ def test_an_image_alone_is_enough_and_nothing_is_not_enough():
     assert devcontainer.parse('{"image": "mcr.microsoft.com/devcontainers/python:3"}', "x").image
     with pytest.raises(ProfileError):
         devcontainer.parse('{"name": "x"}', "x")
+
+
+def test_post_attach_command_is_honoured_and_initialize_command_is_named_not_run():
+    dc = devcontainer.parse('{"image": "x", "postAttachCommand": ["echo", "attached"], '
+                            '"initializeCommand": "touch /tmp/never"}', "dc.json")
+    assert dc.post_attach == ("echo attached",)
+    assert not any(n.startswith("postAttachCommand") for n in dc.not_honoured)
+    assert any(n.startswith("initializeCommand") for n in dc.not_honoured)  # it would run on this machine

@@ -85,8 +85,8 @@ def apply(session: EnvSession, dc: Devcontainer, root: Path) -> None:
 
 def after_up(session: EnvSession, result: UpResult, dc: Devcontainer, project: str | None = None) -> None:
     """onCreateCommand, updateContentCommand and postCreateCommand when the container was made, postStartCommand
-    whenever it (re)started; as the environment's user, in the project's folder there (`up --sync`, synced
-    before them), else in the workspace."""
+    whenever it (re)started, postAttachCommand at every `up` (the spec's order); as the environment's user, in
+    the project's folder there (`up --sync`, synced before them), else in the workspace."""
     commands = []
     if result.action in ("created", "recreated"):   # the spec's order: onCreate, updateContent, postCreate
         commands += [("onCreateCommand", c) for c in dc.on_create]
@@ -94,6 +94,7 @@ def after_up(session: EnvSession, result: UpResult, dc: Devcontainer, project: s
         commands += [("postCreateCommand", c) for c in dc.post_create]
     if result.action in ("created", "recreated", "started"):
         commands += [("postStartCommand", c) for c in dc.post_start]
+    commands += [("postAttachCommand", c) for c in dc.post_attach]  # every `up`: devenv attaches each time
     workspace = project or session.env.volumes.get("workspace", "/workspace")
     for key, command in commands:
         click.echo(f"Running {key}: {command}", err=True)

@@ -62,7 +62,7 @@ def hold(tunnel: Tunnel, host_name: str) -> None:
     import signal
     import time
 
-    from devenv.errors import ConnectError
+    from devenv.errors import ConnectError, DevenvError
 
     def interrupted(signum: int, frame: FrameType | None) -> NoReturn:
         raise KeyboardInterrupt
@@ -75,8 +75,12 @@ def hold(tunnel: Tunnel, host_name: str) -> None:
     try:
         while tunnel.alive():
             time.sleep(0.5)
-        why = getattr(tunnel, "ended", None) or "network lost, or the host went away"
-        raise ConnectError(f"the tunnel to {host_name} closed ({why})",
+        ended = getattr(tunnel, "ended", None)
+        if ended:   # what the tunnel reached ended on its own (a scheduler's job): the environment is gone, not
+            #         the network, so reopening the tunnel cannot work (exit 1, as for any ended job)
+            raise DevenvError(f"the tunnel to {host_name} closed: {ended}",
+                              f"`devenv up {host_name}` starts the environment again (its workspace is kept)")
+        raise ConnectError(f"the tunnel to {host_name} closed (network lost, or the host went away)",
                            f"reopen it with `devenv jupyter {host_name}`")
     except KeyboardInterrupt:
         click.echo("Tunnels closed.", err=True)

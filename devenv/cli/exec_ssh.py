@@ -43,10 +43,14 @@ def exec_over_ssh(host: str, env: str | None, accept_new_host: bool, argv: list[
     from devenv.cli.common import load_host
     from devenv.cli.env_entry import env_target
     from devenv.services.environments.contract import Shell
-    from devenv.services.environments.registry import backend_class
+    from devenv.services.environments.registry import backend_class, known_backend
     from devenv.services.session import resolve_env
 
-    if not tty and not resolve_env(load_host(host), env).sshd:
+    host_profile = load_host(host)
+    kind = known_backend(host_profile)
+    if kind is not None and kind.shell is Shell.NONE:   # no shell there (a Slurm job): the login node runs it
+        exec_through_login(host, env, accept_new_host, argv, tty)
+    if not tty and not resolve_env(host_profile, env).sshd:
         return
     host_profile, _, target = env_target(host, env, accept_new_host)
     # piped stdin without a terminal on the bare host: devenv's own exec there (it sets the environment's GPUs)
@@ -54,6 +58,23 @@ def exec_over_ssh(host: str, env: str | None, accept_new_host: bool, argv: list[
         return
     run_remote(host, ssh_command(target.ssh_argv, target.destination, remote_command(target.workspace, argv), tty),
                argv)
+
+
+def exec_through_login(host: str, env: str | None, accept_new_host: bool, argv: list[str], tty: bool) -> NoReturn:
+    """An environment that is a scheduler job runs no sshd: the user's ssh to the login node runs the command
+    the backend gives (srun in the job), so stdin, a terminal and the exit code work as in a container."""
+    from devenv.cli.env_entry import keepalive_options, ssh_binary
+    from devenv.remote import openssh
+    from devenv.services.session import open_env
+
+    with open_env(host, env, accept_new_host=accept_new_host) as session:
+        command = session.backend.exec_command(session.env.name, argv, tty)  # type: ignore[attr-defined]
+        alive = keepalive_options(session.conn)
+        profile = session.host
+    if profile.ssh is None:   # a login node that is this machine
+        raise SystemExit(_call(["/bin/sh", "-c", command]))
+    options = openssh.host_options(profile)
+    run_remote(host, ssh_command((ssh_binary(), *alive, *options[:-1]), options[-1], command, tty), argv)
 
 
 def ssh_command(ssh_argv: tuple[str, ...], destination: str, command: str, tty: bool) -> list[str]:

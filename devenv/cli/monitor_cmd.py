@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from devenv.services.monitor_sources import Source
     from devenv.tui.monitor_app import Sampler
 
-REACHED = ("ok", "no-gpu", "no-job")
+REACHED = ("ok", "no-gpu", "no-job", "job-pending")
 
 
 @main.command()

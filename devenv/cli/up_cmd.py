@@ -60,7 +60,15 @@ def up(host: str, env: str | None, accept_new_host: bool, detach: bool, assume_y
             devcontainer_up.apply(session, *found)
         if not (detach or as_json):
             session.prestart_tunnels()
-        result = session.up(options)
+        try:
+            result = session.up(options)
+        except KeyboardInterrupt:  # Ctrl-C, SIGTERM, SIGHUP: what is left, and how to go on (the group says why)
+            events.done()
+            made = session.env  # resolved before up started (use_gpus): no round trip here
+            named = f" --env {made.name}" if env or made.name != session.profile.default_env else ""
+            click.echo(f"`up` stopped before '{made.name}' was ready: what it made so far stays on {host}; "
+                       f"`devenv up {host}{named}` finishes it, `devenv down {host}{named}` removes it.", err=True)
+            raise
         synced = None
         if sync_dir:  # the project first: the devcontainer's lifecycle commands find it in the workspace
             from devenv.cli.sync_cmd import sync_after_up

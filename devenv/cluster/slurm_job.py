@@ -258,6 +258,52 @@ def step_command(job_id: str, node: str, argv: list[str]) -> str:
     return " ".join(shlex.quote(w) for w in words)
 
 
+# `devenv exec` on the login node: srun runs the command on the job's node with stdin, stdout and stderr passed
+# through as they come, and exits with the command's code; this wrapper only takes srun's own report of that
+# code off stderr ("srun: error: node1: task 0: Exited with exit code 3", "...: Terminated", "Force Terminated
+# StepId=..."), which the user did not write and which a container's exec does not add. Every other srun line
+# (a step it cannot start) is kept. Ctrl-C on a terminal reaches srun (same process group), which passes it to
+# the command; the wrapper waits for srun. srun outlives a lost ssh session (it blocks SIGPIPE), so the wrapper
+# TERMs it once its own parent (the session's sshd or shell) is gone: srun then cancels its step.
+EXEC_FILTER = r'''
+import os, re, select, signal, subprocess, sys
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+noise = re.compile(rb"srun: (error: [\w.-]+: tasks? [\d,-]+: .*|Force Terminated .*)\r?\n")
+srun = subprocess.Popen(sys.argv[1:], stderr=subprocess.PIPE)
+fd, held, out, parent = srun.stderr.fileno(), b"", sys.stderr.buffer, os.getppid()
+while True:
+    ready = select.select([fd], [], [], 0.2 if held else 2.0)[0]
+    if parent and os.getppid() != parent:
+        srun.terminate()
+        parent = 0
+    data = os.read(fd, 65536) if ready else b""
+    if ready and not data:
+        break
+    held += data
+    lines = held.splitlines(True)
+    held = lines.pop() if lines and not lines[-1].endswith(b"\n") else b""
+    if held and (not data or not b"srun: ".startswith(held[:6])):
+        lines.append(held)
+        held = b""
+    out.write(b"".join(line for line in lines if not noise.fullmatch(line)))
+    out.flush()
+out.write(held)
+out.flush()
+code = srun.wait()
+sys.exit(128 - code if code < 0 else code)
+'''
+
+
+def exec_command(job_id: str, node: str, python: str, workspace: str, argv: list[str], tty: bool = False) -> str:
+    """The login node's command running argv on `node` of the job, in the workspace (the user's home where
+    that is gone), with a pseudo-terminal when tty; its exit code is the command's."""
+    inner = ["bash", "-c", 'cd "$1" 2>/dev/null || cd; shift; exec "$@"', "devenv", workspace, *argv]
+    step = step_command(job_id, node, inner)
+    if tty:
+        step = step.replace(" --unbuffered --quiet ", " --pty --quiet ", 1)
+    return " ".join(shlex.quote(w) for w in [python, "-u", "-c", EXEC_FILTER]) + " " + step
+
+
 def relay_command(job_id: str, node: str, python: str, port: int) -> str:
     return step_command(job_id, node, [python, "-u", "-c", RELAY, str(int(port))])
 

@@ -21,6 +21,7 @@ from devenv.errors import ProfileError
 # Keys devenv reads; everything else in the file is named as not honoured.
 HONOURED = {"name", "image", "build", "dockerFile", "context", "forwardPorts", "containerEnv", "remoteEnv",
             "mounts", "onCreateCommand", "updateContentCommand", "postCreateCommand", "postStartCommand",
+            "postAttachCommand",
             "remoteUser", "containerUser", "workspaceFolder",
             "$schema", "customizations"}
 IGNORED_QUIETLY = {"customizations", "$schema", "name"}  # editor settings: VS Code reads them itself
@@ -56,6 +57,7 @@ class Devcontainer:
     update_content: tuple[str, ...] = ()
     post_create: tuple[str, ...] = ()
     post_start: tuple[str, ...] = ()
+    post_attach: tuple[str, ...] = ()       # each `up` that attaches (made, started or reattached)
     remote_user: str | None = None          # remoteUser, else containerUser (None: root)
     workspace_folder: str | None = None
     not_honoured: tuple[str, ...] = ()      # "key: why", shown by `up`
@@ -143,6 +145,7 @@ def parse(text: str, source: str, devcontainer_dir: str = ".devcontainer") -> De
         update_content=_commands(data.get("updateContentCommand"), "updateContentCommand", source),
         post_create=_commands(data.get("postCreateCommand"), "postCreateCommand", source),
         post_start=_commands(data.get("postStartCommand"), "postStartCommand", source),
+        post_attach=_commands(data.get("postAttachCommand"), "postAttachCommand", source),
         remote_user=None if user == "root" else user,
         workspace_folder=_opt_str(data, "workspaceFolder", source), not_honoured=tuple(notes))
 

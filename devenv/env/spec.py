@@ -196,6 +196,8 @@ def container_request(spec: dict[str, Any], owner_name: str, host_name: str, ver
     if gpus != "none":
         request_labels[GPUS] = gpus
     environment = dict(spec["env_vars"])
+    if spec["env_vars"]:  # their names: the entrypoint gives them to ssh sessions too (sshd's SetEnv)
+        environment["DEVENV_ENV_VARS"] = " ".join(sorted(spec["env_vars"]))
     environment["DEVENV_JUPYTER"] = "1" if spec["jupyter"] else "0"
     environment["DEVENV_SSHD"] = "1" if spec["sshd"] else "0"
     environment["DEVENV_ENV"] = env_name

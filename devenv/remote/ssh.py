@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from shlex import quote
 from typing import TYPE_CHECKING
@@ -191,6 +191,38 @@ class SSHConnection:
         result = Result(command, "", io.stderr_text(), io.exit_code())
         if not result.ok:
             raise CommandFailed(result)
+
+    def output_stream(self, command: str) -> tuple[Iterator[tuple[bytes, bytes]], Callable[[], int]]:
+        """Run command with no time limit; (chunks of (stdout, stderr) bytes as they come, the exit code once
+        they are read: -1 when it ended without one). Closing the chunks early (Ctrl-C) kills the command."""
+        io = self._start(command, None)
+        io.send_stdin(None)
+
+        def chunks() -> Iterator[tuple[bytes, bytes]]:
+            ended = False
+            try:
+                while True:
+                    io.drain()
+                    if io.stdout or io.stderr:
+                        out, err = bytes(io.stdout), bytes(io.stderr)
+                        io.stdout.clear()
+                        io.stderr.clear()
+                        yield out, err
+                    if io.finished():
+                        break
+                    io.wait(0.5)
+                io.drain()
+                tail = (bytes(io.stdout), io.stderr_text().encode())
+                if any(tail):
+                    yield tail
+                self._raise_if_lost(io, command)
+                ended = True
+            finally:
+                if not ended:
+                    self._stop(io)
+                io.channel.close()
+
+        return chunks(), io.exit_code
 
     def put(self, data: bytes, remote_path: str, mode: int = 0o644) -> None:
         """Write data to remote_path atomically (temp file + mv), private until chmod; data goes on stdin."""

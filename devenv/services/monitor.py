@@ -46,9 +46,10 @@ from devenv.gpu.sample import (
 from devenv.remote.base import Connection, Result
 
 # Host states, in the words the UI shows (no-job: a Slurm cluster where none of the user's devenv jobs runs;
-# job-ended: a node of a job that ran when the monitor looked before, and no longer does).
-CONNECTING, OK, NO_GPU, RECONNECTING, ERROR, STOPPED, NO_JOB, JOB_ENDED = (
-    "connecting", "ok", "no-gpu", "reconnecting", "error", "stopped", "no-job", "job-ended")
+# job-pending: none runs but one waits in the queue, said with Slurm's reason; job-ended: a node of a job that
+# ran when the monitor looked before, and no longer does).
+CONNECTING, OK, NO_GPU, RECONNECTING, ERROR, STOPPED, NO_JOB, JOB_ENDED, JOB_PENDING = (
+    "connecting", "ok", "no-gpu", "reconnecting", "error", "stopped", "no-job", "job-ended", "job-pending")
 
 
 class NoGpu(DevenvError):

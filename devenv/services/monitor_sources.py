@@ -56,7 +56,7 @@ def sources(host_profiles: list[HostProfile], accept_new_host: bool = False,
             codes: dict[str, int] | None = None) -> list[Source]:
     """Each profile as its source(s), in the order given; clusters asked in parallel (one squeue each). A
     cluster that cannot be asked is an error row (its exit code into codes), as an unreachable host is."""
-    from devenv.services.environments.slurm.places import no_job_snapshot
+    from devenv.services.environments.slurm.places import no_job_snapshot, waiting_jobs
 
     def expand(profile: HostProfile) -> list[Source]:
         try:
@@ -68,8 +68,12 @@ def sources(host_profiles: list[HostProfile], accept_new_host: bool = False,
                                                                      e.hint))]
         if places is None:
             return [Source(profile.name, profile)]
-        if not places:
-            return [Source(profile.name, profile, fixed=no_job_snapshot(profile.name))]
+        if not places:   # no job runs: one may be waiting in the queue (said with its reason and place)
+            try:
+                waiting = waiting_jobs(connect(profile, accept_new_host), profile)
+            except DevenvError:
+                waiting = []
+            return [Source(profile.name, profile, fixed=no_job_snapshot(profile.name, waiting))]
         return [Source(p.name, profile, place=p) for p in places]
 
     with ThreadPoolExecutor(max_workers=min(8, len(host_profiles) or 1)) as pool:
@@ -147,7 +151,8 @@ class SourceFollower:
 
         self._clock = clock
         self._ended_at: dict[str, tuple[str, float]] = {}    # an ended node's row: (its cluster, when it ended)
-        self._no_job = {s.profile.name for s in found if s.fixed is not None and s.fixed.state == "no-job"}
+        self._no_job = {s.profile.name for s in found if s.fixed is not None and s.fixed.state in
+                        ("no-job", "job-pending")}
         clusters = {s.profile.name: s.profile for s in found if s.place is not None or s.profile.name in self._no_job}
         self._profiles = clusters
 

@@ -18,7 +18,7 @@ from devenv.services.monitor import HostSnapshot
 STATE_STYLE = {
     "ok": ("●", "green"), "connecting": ("◌", "cyan"), "reconnecting": ("◐", "yellow"),
     "error": ("✖", "red"), "no-gpu": ("○", "magenta"), "stopped": ("■", "bright_black"),
-    "no-job": ("○", "bright_black"), "job-ended": ("■", "bright_black"),
+    "no-job": ("○", "bright_black"), "job-ended": ("■", "bright_black"), "job-pending": ("◔", "yellow"),
 }
 
 

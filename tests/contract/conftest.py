@@ -75,9 +75,7 @@ def place(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
 KNOWN_GAPS: dict[tuple[str, str], str] = {
     ("test_exec_passes_stdin", "memory"): "exec's contract carries no stdin (only a container's own sshd does)",
     ("test_exec_passes_stdin", "host"): "exec's contract carries no stdin (only a container's own sshd does)",
-    ("test_exec_passes_stdin", "slurm"): "exec's contract carries no stdin (only a container's own sshd does)",
     ("test_exec_streams_output_as_it_comes", "host"): "the bare host's exec returns the output once the command ended",
-    ("test_exec_streams_output_as_it_comes", "slurm"): "Slurm's exec returns the output once the command ended",
 }
 
 

@@ -90,10 +90,10 @@ def test_exec_streams_output_as_it_comes(place: Place):
     line was read here."""
     place.up()
     running = place.start("exec", place.host, "--", "sh", "-c",
-                          "echo first; i=0; while [ ! -e .contract-go ] && [ $i -lt 1200 ]; do sleep 0.1; "
+                          "echo first; i=0; while [ ! -e .contract-go ] && [ $i -lt 600 ]; do sleep 0.1; "
                           "i=$((i+1)); done; echo second")
     try:
-        running.wait_line(r"^first$", timeout=120)
+        running.wait_line(r"^first$", timeout=90)   # the command gives up waiting after 60 s
         assert running.proc.poll() is None, running.output
         place.ok("exec", place.host, "--", "touch", ".contract-go")
         assert running.finish() == 0, running.output

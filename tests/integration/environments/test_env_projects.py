@@ -25,7 +25,8 @@ def test_a_projects_devcontainer_gets_its_own_environment(test_env, tmp_path):
     (project / ".devcontainer").mkdir(parents=True)
     (project / ".devcontainer" / "devcontainer.json").write_text(
         '{"image": "devenv-base:bookworm", "containerEnv": {"DC_MODE": "project"},'
-        ' "postCreateCommand": "test -f requirements.txt && pwd > /tmp/post-create-ran-in"}')
+        ' "postCreateCommand": "test -f requirements.txt && pwd > /tmp/post-create-ran-in",'
+        ' "postStartCommand": "echo start >> /tmp/lifecycle", "postAttachCommand": "echo attach >> /tmp/lifecycle"}')
     (project / "requirements.txt").write_text("# the project is in the workspace before postCreateCommand\n")
     own = project.name
     try:
@@ -47,8 +48,15 @@ def test_a_projects_devcontainer_gets_its_own_environment(test_env, tmp_path):
         # --env <project> works in every command, from any folder, with no YAML
         shown = test_env.run("exec", "testbox", "--env", own, "--", "printenv", "DC_MODE")
         assert shown.stdout == "project\n"
+        # containerEnv in ssh sessions too: exec with stdin goes through the environment's sshd (point 2)
+        piped = test_env.run("exec", "testbox", "--env", own, "--", "sh", "-c", "read x; echo $x $DC_MODE",
+                             stdin="via-ssh\n")
+        assert piped.stdout == "via-ssh project\n", piped.stderr
         again = json.loads(test_env.run("up", "testbox", "--env", own, "--detach", "--json").stdout)
         assert again["env"] == own and again["action"] == "reattached"
+        # the spec's order: postStart when it started, postAttach at every up (here: made, then reattached)
+        lifecycle = test_env.run("exec", "testbox", "--env", own, "--", "cat", "/tmp/lifecycle").stdout
+        assert lifecycle.split() == ["start", "attach", "attach"], lifecycle
         assert again["devcontainer"]["source"].endswith("devcontainer.json")
         down = test_env.run("down", "testbox", "--env", own)
         assert "Removed" in down.stdout

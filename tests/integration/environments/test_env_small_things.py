@@ -22,6 +22,13 @@ def test_exec_tty_confirmations_without_a_terminal_and_purge_of_the_ssh_entry(te
     assert re.search(rf"^Host {re.escape(alias)}$", config.read_text(), re.M), "up wrote no ssh entry"
     assert alias in known.read_text()
 
+    # readiness probes (up's wait, status's answers) leave no "[preauth]" line in the environment's log
+    test_env.run("status", "testbox")
+    log = test_env.run("logs", "testbox", "--env", env, "--tail", "500").stdout
+    assert "Server listening" in log, log[-2000:]  # sshd's own lines still come through
+    probes = re.findall(r"^Connection (?:closed|reset) by \S+ port \d+ \[preauth\]$", log, re.M)
+    assert probes == [], probes[:3]
+
     # exec -t: the command's output and code, and no "Connection to ... closed." from ssh
     tty = test_env.run("exec", "testbox", "--env", env, "-t", "--", "sh", "-c", "echo in-a-tty; exit 3", check=False)
     assert tty.returncode == 3 and "in-a-tty" in tty.stdout, tty.stderr

@@ -573,8 +573,8 @@ class Provisioner(FlowBackend):
         container = current.container or ""
         user = envspec.user_of(current.spec)
         if user == "root":
-            return self.runtime.exec_stream(container, argv)
-        return self.runtime.exec_stream(container, argv, user=user)
+            return _as_a_shell_says(self.runtime.exec_stream(container, argv), argv)
+        return _as_a_shell_says(self.runtime.exec_stream(container, argv, user=user), argv)
 
     def build_image(self, env: EnvProfile, inputs: BuildInputs,
                     progress: Callable[[ProgressEvent], None]) -> ImageInfo:
@@ -613,6 +613,25 @@ def _public_key(key: EnvKey | None) -> str:
 
 def _fingerprint(key: EnvKey | None) -> str:
     return key.fingerprint if key else ""
+
+
+def _as_a_shell_says(stream: ExecStream, argv: list[str]) -> ExecStream:
+    """A command the container does not have: exit 127 and one line on stderr, as ssh's shell says it (the
+    engine says 126 and 'OCI runtime exec failed: ... executable file not found in $PATH: unknown' on stdout)."""
+    chunks, exit_code = stream
+    missing = False
+
+    def passed_on() -> Iterator[tuple[bytes, bytes]]:
+        nonlocal missing
+        for index, (out, err) in enumerate(chunks):
+            if index == 0 and out and out.startswith(b"OCI runtime exec failed") and b"executable file not found" \
+                    in out:
+                missing = True
+                yield b"", f"{argv[0]}: command not found\n".encode(errors="replace")
+                continue
+            yield out, err
+
+    return passed_on(), lambda: 127 if missing else exit_code()
 
 
 def _services(env: EnvProfile) -> list[str]:

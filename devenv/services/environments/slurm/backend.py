@@ -17,7 +17,6 @@ does not start in time is cancelled before the error is raised: no orphan job st
 from __future__ import annotations
 
 import json
-import re
 import shlex
 import time
 from collections.abc import Callable, Iterator
@@ -60,7 +59,6 @@ if TYPE_CHECKING:
     from devenv.services.monitor import JobPlace
 
 LIVE = ("pending", "running", "ending")
-_SRUN_TASK_EXIT = re.compile(r"srun: error: \S+: task \d+: Exited with exit code \d+\s*$")
 REPORT_EVERY_S = 10.0   # a pending job's line while `up` waits: at this cadence, and when the reason changes
 FIRST_REPORT_S = 3.0    # the first line waits for Slurm's first reason at most this long
 
@@ -431,10 +429,10 @@ class SlurmEnvironments(FlowBackend):
         message = f"job {job.job_id} for '{env_name}' on {self.host.name} ended: {job.end_text()}"
         if log:
             message += "\nlast lines of its log:\n" + "\n".join(f"  | {line}" for line in log)
-        hint = {"TIMEOUT": "raise slurm.time in the host profile; `devenv up` starts a new job (the workspace "
-                           "is kept)",
-                "NODE_FAIL": "the node failed; `devenv up` starts a new job on a healthy node",
-                "PREEMPTED": "a higher-priority job took the node; `devenv up` queues a new job"}
+        up = f"`devenv up {self.host.name}`"
+        hint = {"TIMEOUT": f"raise slurm.time in the host profile; {up} starts a new job (the workspace is kept)",
+                "NODE_FAIL": f"the node failed; {up} starts a new job on a healthy node",
+                "PREEMPTED": f"a higher-priority job took the node; {up} queues a new job"}
         return JobEnded(message, hint.get(job.outcome, f"`devenv up {self.host.name}` starts a new job"))
 
     def _ready_on_node(self, env_name: str, job_id: str, node: str,
@@ -580,15 +578,22 @@ class SlurmEnvironments(FlowBackend):
         return iter(self.conn.run(f"tail -n {count} {path}", timeout=60).stdout.splitlines())
 
     def exec(self, env_name: str, argv: list[str]) -> ExecStream:
-        """argv on the job's first node, in the workspace (srun --overlap)."""
+        """argv on the job's first node, in the workspace (srun --overlap), its output streamed as it comes, with
+        no time limit of devenv's (the job's own applies), and its exit code."""
+        command = self.exec_command(env_name, argv)
+        stream = getattr(self.conn, "output_stream", None)
+        if stream is not None:
+            return stream(command)
+        result = self.conn.run(command, timeout=float(10**9))   # a connection that cannot stream (local)
+        return iter([(result.stdout.encode(), result.stderr.encode())]), (lambda: result.exit_code)
+
+    def exec_command(self, env_name: str, argv: list[str], tty: bool = False) -> str:
+        """The login node's command that runs argv in the env's job (stdin, a terminal when tty, the command's
+        exit code): what `devenv exec` runs with the user's own ssh to the login node when it passes stdin or
+        a terminal."""
         _, job, state = self.running(env_name)
-        inner = ["bash", "-c", 'cd "$1" 2>/dev/null || cd; shift; exec "$@"', "devenv",
-                 self._abs(self.files.workspace(env_name)), *argv]
-        result = self.slurm.step(job.job_id, state["node"], inner, timeout=3600)
-        # srun's own word on a task's non-zero exit: the exit code says it already (as ssh adds nothing)
-        stderr = "".join(line for line in result.stderr.splitlines(keepends=True)
-                         if not _SRUN_TASK_EXIT.match(line))
-        return iter([(result.stdout.encode(), stderr.encode())]), (lambda: result.exit_code)
+        return slurm_job.exec_command(job.job_id, state["node"], self.host.python,
+                                      self._abs(self.files.workspace(env_name)), argv, tty)
 
     def _env_path(self, env_name: str, name: str) -> str:
         """A file in the env's dir, absolute and quoted for the login node's shell."""

@@ -16,13 +16,14 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from devenv.cluster import slurm_job
+from devenv.cluster import slurm_job, slurm_text
+from devenv.cluster.slurm_text import Job, QueueSpot
 from devenv.config.profiles import HostProfile
 from devenv.env import spec as envspec
 from devenv.remote.base import Connection
 from devenv.schedulers.slurm import Slurm
 from devenv.schedulers.slurm_step import StepConnection
-from devenv.services.monitor import JOB_ENDED, NO_JOB, HostSnapshot, JobPlace
+from devenv.services.monitor import JOB_ENDED, JOB_PENDING, NO_JOB, HostSnapshot, JobPlace
 
 FOLLOW_EVERY_S = 10.0   # how often a running monitor looks at a cluster's jobs again (one squeue per cluster)
 # how long an ended job's node keeps its job-ended row before it goes: long enough to be read in the TUI, and a
@@ -33,17 +34,33 @@ ENDED_KEEP_S = 300.0
 def job_places(conn: Connection, host: HostProfile, owner: str | None = None) -> list[JobPlace]:
     """Every node of the user's running devenv jobs (environments, sanity and check jobs: squeue --me, names
     devenv-*), job by job in submission order, each job's nodes in Slurm's order."""
+    return jobs_and_places(conn, host, owner, waiting=False)[0]
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """A devenv job of the user's still in Slurm's queue, and where it stands."""
+
+    job: Job
+    spot: QueueSpot
+
+
+def jobs_and_places(conn: Connection, host: HostProfile, owner: str | None = None,
+                    waiting: bool = True) -> tuple[list[JobPlace], list[Waiting]]:
+    """job_places, and (waiting) the user's devenv jobs still pending, each with its place in the queue."""
     slurm = Slurm(conn, host.name)
     env_prefix = f"{slurm_job.JOB_PREFIX}{owner or envspec.owner()}-"
     places = []
-    jobs = [j for j in slurm.jobs_by_prefix(slurm_job.JOB_PREFIX) if j.phase == "running" and j.nodes]
+    listed = slurm.jobs_by_prefix(slurm_job.JOB_PREFIX)
+    pending = [Waiting(j, slurm.queue_spot(j.job_id)) for j in listed if j.phase == "pending"] if waiting else []
+    jobs = [j for j in listed if j.phase == "running" and j.nodes]
     for job in sorted(jobs, key=lambda j: int(j.job_id.split("_")[0]) if j.job_id.split("_")[0].isdigit() else 0):
         nodes = tuple(slurm.hostnames(job.nodes or ""))
         env = job.name[len(env_prefix):] if job.name.startswith(env_prefix) else None
         for node in nodes:
             places.append(JobPlace(host.name, job.job_id, job.name, node, nodes, env or None,
                                    job.time_left or None))
-    return places
+    return places, pending
 
 
 def node_connection(login: Connection, place: JobPlace, *, owns: bool = False) -> StepConnection:
@@ -51,7 +68,19 @@ def node_connection(login: Connection, place: JobPlace, *, owns: bool = False) -
     return StepConnection(login, place.job_id, place.node, place.name, owns=owns)
 
 
-def no_job_snapshot(cluster: str, clock=time.time) -> HostSnapshot:
+def waiting_jobs(conn: Connection, host: HostProfile) -> list[Waiting]:
+    """The user's devenv jobs still in the queue, each with its place there (one squeue, one more per job)."""
+    return jobs_and_places(conn, host)[1]
+
+
+def no_job_snapshot(cluster: str, waiting: list[Waiting] | None = None, clock=time.time) -> HostSnapshot:
+    """A cluster where no devenv job of the user's runs: said so, or (waiting) the jobs still in the queue,
+    each with Slurm's reason, how long it has waited and its place in the partition's queue."""
+    if waiting:
+        said = "; ".join(f"job {w.job.job_id} ({w.job.name}) " + slurm_text.wait_text(w.job, w.spot, None, None)
+                         for w in waiting)
+        return HostSnapshot(cluster, JOB_PENDING, clock(), f"{cluster}: {said}",
+                            "its nodes show up here once it runs; `devenv status " + cluster + "` shows it too")
     return HostSnapshot(cluster, NO_JOB, clock(), f"{cluster}: no devenv job of yours runs there (squeue --me)",
                         f"`devenv up {cluster}` starts one; its nodes show up here once it runs")
 

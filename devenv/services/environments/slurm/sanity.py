@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from devenv.cluster.errors import JobEnded, QueueTimeout
+from devenv.cluster.errors import JobEnded, JobRejected, QueueTimeout
 from devenv.cluster.slurm_job import JOB_PREFIX, JobRequest, SlurmSettings, check_time
 from devenv.config.profiles import HostProfile
 from devenv.errors import DevenvError
@@ -101,7 +101,10 @@ def run_multinode(host: HostProfile, conn, slurm, nodes: int, *, python: str | N
     request = JobRequest(settings, f"{JOB_PREFIX}sanity", "sanity", f"{run_dir}/job.log", run_dir)
     say(f"Submitting the multi-node sanity job ({nodes} node(s), {procs} rank(s) per node, "
         f"{'NCCL' if settings.gpus_per_node else 'gloo on CPUs'})")
-    job_id = slurm.submit(request, script)
+    try:
+        job_id = slurm.submit(request, script)
+    except JobRejected as e:
+        raise _rejected_nodes(e, slurm, settings, host.name) from None
     try:
         job = _wait(slurm, job_id, settings.queue_timeout, _seconds(time_limit) + 60, say, clock, sleep, poll_s,
                     host.name)
@@ -120,6 +123,25 @@ def run_multinode(host: HostProfile, conn, slurm, nodes: int, *, python: str | N
     verdict = judge(multi, single, nodes, error)
     return MultiNodeResult(host.name, job_id, slurm.hostnames(job.nodes) if job.nodes else [], verdict, multi,
                            single, f"{run_dir}/job.log", tail, clock() - started)
+
+
+def _rejected_nodes(error: JobRejected, slurm, settings: SlurmSettings, host_name: str) -> JobRejected:
+    """A node count Slurm refuses came from --nodes, not from the host profile: say so, with the count the
+    partition has (asked of Slurm only on this way out)."""
+    if "node count" not in error.message.lower():
+        return error
+    try:
+        partitions = slurm.partitions()
+    except DevenvError:
+        partitions = []
+    wanted = settings.partition
+    chosen = next((p for p in partitions if (p.name == wanted if wanted else p.default)), None)
+    has = (f"partition {chosen.name} has {len(chosen.nodes)} ({', '.join(chosen.nodes)})" if chosen else
+           "the partition has fewer")
+    most = f" --nodes {len(chosen.nodes)}" if chosen and chosen.nodes else ""
+    return JobRejected(f"{error.message}: --nodes {settings.nodes} asks for {settings.nodes} node(s), {has}",
+                       f"ask for fewer: `devenv sanity {host_name}{most}` (`devenv check {host_name}` lists the "
+                       f"partitions and their nodes)")
 
 
 def _wait(slurm, job_id, queue_timeout, run_timeout, say, clock, sleep, poll_s, host_name):
