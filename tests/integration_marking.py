@@ -49,7 +49,9 @@ class NeedsFinder:
             roots.extend(d.func for d in defs.get(name, ()))
         # request.getfixturevalue("name"): a string constant of the test that names a fixture reachable here
         manager = item.session._fixturemanager
-        for text in _string_constants(getattr(item, "function", None)):
+        function = getattr(item, "function", None)
+        asks_by_name = inspect.isfunction(function) and "getfixturevalue" in _names_used(function.__code__)
+        for text in _string_constants(function) if asks_by_name else ():
             if text.isidentifier() and text not in fixturenames:
                 for fixturedef in manager.getfixturedefs(text, item) or ():
                     roots.append(fixturedef.func)
@@ -150,8 +152,14 @@ def _defined_in_tests(obj: Any) -> bool:
         file = getattr(inspect.getmodule(obj), "__file__", None)
     else:
         return False
+    return bool(file) and _file_in_tests(file)
+
+
+@functools.cache
+def _file_in_tests(file: str) -> bool:
     # this module names the needs without having them
-    return bool(file) and Path(file).resolve().is_relative_to(TESTS) and Path(file).resolve() != THIS_FILE
+    path = Path(file).resolve()
+    return path.is_relative_to(TESTS) and path != THIS_FILE
 
 
 def _codes(code: types.CodeType):
