@@ -90,3 +90,27 @@ def test_a_holder_that_never_ends_is_an_error_past_the_wait(home):
     finally:
         first.kill()
         first.wait(30)
+
+
+class _LostConnection:
+    """A connection that was cut while `up` held the lock: closing the holder's stream fails as paramiko does
+    when the transport is gone under a channel (EOFError from the packetizer)."""
+
+    name = "lost-host"
+
+    def stream(self, command: str):
+        try:
+            yield "locked"
+            yield "held"
+        finally:
+            raise EOFError()
+
+
+def test_the_error_that_ended_up_is_shown_not_the_lost_holders():
+    """A connection killed during `up` once ended as 'internal error: EOFError' (exit 70): the lock's holder,
+    closed on the way out, raised over the ConnectError that said what happened."""
+    from devenv.errors import ConnectError
+
+    lost = _LostConnection()
+    with pytest.raises(ConnectError, match="connection lost"), up_lock(lost, "me", "cpu", print):  # type: ignore[arg-type]
+        raise ConnectError("connection lost", "run it again")

@@ -185,9 +185,12 @@ class SSHConnection:
             self._raise_if_lost(io, command)
             ended = True
         finally:
-            if not ended:
-                self._stop(io)
-            io.channel.close()
+            try:
+                if not ended:
+                    self._stop(io)
+                io.channel.close()
+            except _CHANNEL_ERRORS:
+                pass  # the connection went under it: whatever ended the stream is the news, not this close
         result = Result(command, "", io.stderr_text(), io.exit_code())
         if not result.ok:
             raise CommandFailed(result)

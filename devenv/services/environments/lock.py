@@ -14,11 +14,14 @@ The second `up` waits for the first and then finds the environment made: it reat
 from __future__ import annotations
 
 import contextlib
+import logging
 import re
 from collections.abc import Callable, Iterator
 
 from devenv.errors import DevenvError
 from devenv.remote.base import Connection
+
+log = logging.getLogger(__name__)
 
 WAIT_S = 1800          # an `up` that builds an image may hold it for minutes; past this, the second one gives up
 KEEPALIVE_S = 2        # how soon the holder notices that `up` (or its connection) is gone
@@ -54,7 +57,11 @@ def up_lock(conn: Connection, owner: str, env_name: str, on_wait: Callable[[str]
     finally:
         close = getattr(lines, "close", None)
         if close is not None:
-            close()     # ends the holder on the host: the lock goes with it
+            try:
+                close()     # ends the holder on the host: the lock goes with it
+            except Exception as e:  # a lost connection took the holder (and the lock) already;
+                # what ended `up` (that lost connection, say) is the error to show, not this one
+                log.debug("closing the up lock's holder on %s: %r", conn.name, e)
 
 
 def _span(seconds: int) -> str:
