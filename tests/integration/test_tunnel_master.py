@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from devenv.config import hostref
-from devenv.errors import ConnectError
+from devenv.errors import ConnectError, PortTaken
 from devenv.remote import tunnels
 from devenv.remote.pool import get_connection
 from devenv.remote.tunnels import Forward, free_port, open_tunnel
@@ -128,7 +128,8 @@ def test_a_forward_to_a_taken_local_port_is_an_error(use_testhost):
         taken.bind(("127.0.0.1", 0))
         taken.listen(1)
         port = taken.getsockname()[1]
-        with pytest.raises(ConnectError, match="could not open the tunnel"):
+        # a taken local port is its own error (exit 6, README), not "cannot connect"
+        with pytest.raises(PortTaken, match=f"local port {port} .* already in use"):
             open_tunnel(host, None, [Forward("a", "127.0.0.1", 2201, port)])  # type: ignore[arg-type]
 
 
