@@ -40,11 +40,19 @@ class Wait:
     line: str              # a regular expression matched against `up`'s output lines
 
 
+_DEFAULT_SIGINT = ("import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+                   "os.execv(sys.argv[1], sys.argv[1:])")
+
+
 class Running:
     """A devenv process whose output lines (stdout and stderr) are read as they come, by a thread."""
 
     def __init__(self, argv: list[str], environ: dict[str, str], stdin_data: bytes | None = None):
-        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE if stdin_data is not None else subprocess.DEVNULL,
+        # Ctrl-C reaches devenv as it reaches a command in a terminal: a shell without job control starts its
+        # background jobs with SIGINT ignored (scripts/test runs one part of the suite so), and an ignored signal
+        # stays ignored across exec, so the child sets it back to the default before it becomes devenv.
+        launch = [sys.executable, "-c", _DEFAULT_SIGINT, *argv]
+        self.proc = subprocess.Popen(launch, stdin=subprocess.PIPE if stdin_data is not None else subprocess.DEVNULL,
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=environ, cwd=REPO)
         if stdin_data is not None:
             self.proc.stdin.write(stdin_data)   # type: ignore[union-attr]
