@@ -21,7 +21,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-import yaml
 
 from testhost import apply_testhost_env, jupyterlab_venv, testhost, testhost_dir, testhost_env  # noqa: F401  (fixtures)
 
@@ -51,18 +50,10 @@ def wait_for(predicate, timeout: float, what: str, every: float = 1.0):
 
 
 def testhost_cluster_python() -> str | None:
-    """The python testhost/setup made for the cluster (the `python:` of its testcluster profile), if it has
-    JupyterLab and torch."""
-    profile = testhost_dir() / "home" / "profiles" / "hosts" / "testcluster.yaml"
-    if not profile.is_file():
-        return None
-    python = (yaml.safe_load(profile.read_text()) or {}).get("python")
-    if not python or not Path(python).is_absolute():
-        return None
-    probe = subprocess.run([python, "-c", "import importlib.util as u, sys; "
-                            "sys.exit(not (u.find_spec('jupyterlab') and u.find_spec('torch')))"],
-                           capture_output=True, timeout=60)
-    return python if probe.returncode == 0 else None
+    """The python testhost/setup made for the cluster, if it has JupyterLab and torch (testhost.made_cluster_python)."""
+    from testhost import made_cluster_python
+
+    return made_cluster_python()
 
 
 @pytest.fixture(scope="session")
