@@ -40,6 +40,7 @@ from devenv.services.environments.contract import (
     Events,
     ExecStream,
     Existing,
+    ImagePrune,
     JupyterAccess,
     Removed,
     Shell,
@@ -582,6 +583,12 @@ class Provisioner(FlowBackend):
     def build_image(self, env: EnvProfile, inputs: BuildInputs,
                     progress: Callable[[ProgressEvent], None]) -> ImageInfo:
         return images.build_image(self.runtime, env, inputs, progress)
+
+    def prune_images(self, keep_tags: set[str], only_env: str | None, dry_run: bool,
+                     step: Callable[[str], None]) -> ImagePrune:
+        from devenv.services.environments.docker import prune
+
+        return prune.prune(self.runtime, keep_tags, only_env, dry_run, step)
 
     def command_target(self, env_name: str, host_if_no_env: bool = False) -> CommandTarget:
         """The environment's container, with its python and torch, and the host GPUs it was given."""
