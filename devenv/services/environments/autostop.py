@@ -45,6 +45,7 @@ class AutostopPlan:
     token_file: str | None = None       # ... or where the environment keeps it on the host
     runs_exec: list[str] = field(default_factory=list)   # how to ask inside when the runs cannot be read
     hook_cwd: str | None = None
+    alive_pid: int | None = None        # a bare host's Jupyter: once it is gone, the watcher ends
 
 
 def config_of(plan: AutostopPlan, setting: Autostop, owner: str, env_name: str) -> dict[str, Any]:
@@ -62,7 +63,7 @@ def config_of(plan: AutostopPlan, setting: Autostop, owner: str, env_name: str) 
             "runs_dir": plan.runs_dir, "runs_exec": plan.runs_exec, "jupyter": jupyter,
             "state_file": f"{folder}/state.json", "action": setting.action,
             "action_steps": plan.stop_steps if setting.action == "stop" else plan.down_steps,
-            "hook_argv": hook, "hook_cwd": plan.hook_cwd}
+            "hook_argv": hook, "hook_cwd": plan.hook_cwd, "alive_pid": plan.alive_pid}
 
 
 def watcher_source() -> bytes:
@@ -150,7 +151,7 @@ def summary(state: dict[str, Any], running: bool) -> dict[str, Any]:
     window = float(state.get("window_s") or 0)
     stops_in = float(state.get("stops_in_s") or 0)
     phase = state.get("state", "watching")
-    if phase == "watching" and not state.get("watcher_alive"):
+    if phase == "ended" or (phase == "watching" and not state.get("watcher_alive")):
         phase = "not watching"        # the watcher is gone (a host reboot): nothing will stop it
     if phase in ("stopped", "stopping") and running:
         phase = "not watching"        # brought back by an `up` that did not arm autostop again

@@ -367,10 +367,21 @@ def _alive(pid: int) -> bool:
         return False
 
 
+def environment_gone(config: dict[str, Any], procs: list[Proc]) -> bool:
+    """The environment stopped without the watcher (down, docker stop, a crash): nothing left to watch."""
+    scope = config["sessions"]
+    if scope["kind"] == "container":
+        return container_init(procs, scope["container_id"]) is None
+    pid = int(config.get("alive_pid") or 0)
+    return pid > 0 and not _alive(pid)
+
+
 def sample(config: dict[str, Any], seen: JupyterSeen) -> tuple[dict[str, Signal], dict[int, float] | None]:
     """One sample of every signal. The GPU is always read (GPU-seconds are counted either way) and Jupyter too
     (its activity is a change between samples); the runs are asked last."""
     procs = read_procs()
+    if environment_gone(config, procs):
+        raise EnvironmentGone()
     scope = config["sessions"]
     root = "/"
     if scope["kind"] == "container":
@@ -395,6 +406,10 @@ def sample(config: dict[str, Any], seen: JupyterSeen) -> tuple[dict[str, Signal]
     else:
         signals["runs"] = read_runs(config, root)
     return signals, utilization
+
+
+class EnvironmentGone(Exception):
+    """What the watcher watched is no longer there."""
 
 
 def container_init(procs: list[Proc], container_id: str) -> int | None:
@@ -467,10 +482,17 @@ def main(argv: list[str]) -> int:
     gpu_s, seen = GpuSeconds(), JupyterSeen()
     state_file = os.path.expanduser(config["state_file"])
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    samples = 0
     while True:
         now = time.monotonic()
         gap = 0.0 if judge.last is None else min(now - judge.last, 2 * judge.interval_s)
-        signals, utilization = sample(config, seen)
+        try:
+            signals, utilization = sample(config, seen)
+        except EnvironmentGone:
+            write_state(state_file, {**state_record(config, judge, {}, gpu_s, "ended",
+                                                    "the environment stopped by other means"), "samples": samples})
+            return 0
+        samples += 1
         gpu_s.add(gap, list(utilization.values()) if utilization else None, float(config.get("gpu_threshold", 5)))
         if judge.observe(now, signals):
             write_state(state_file, state_record(config, judge, signals, gpu_s, "stopping",
@@ -479,7 +501,7 @@ def main(argv: list[str]) -> int:
             reason = f"idle {describe(judge.idle_s)}" + (f"; {notes}" if notes else "")
             write_state(state_file, state_record(config, judge, signals, gpu_s, "stopped", reason))
             return 0
-        write_state(state_file, state_record(config, judge, signals, gpu_s, "watching"))
+        write_state(state_file, {**state_record(config, judge, signals, gpu_s, "watching"), "samples": samples})
         time.sleep(judge.interval_s)
 
 

@@ -92,6 +92,12 @@ def _timed(result: UpResult, started: float) -> UpResult:
 
 def down(backend: EnvironmentBackend, env_name: str, purge: bool) -> Removed:
     removed = backend.take_down(env_name, purge)
+    conn = getattr(backend, "conn", None)
+    if backend.autostops and conn is not None:   # its watcher ends with it
+        from devenv.env.spec import owner
+        from devenv.services.environments import autostop
+
+        autostop.disarm(conn, f"{owner()}-{env_name}")
     envstate.forget(backend.host.name, env_name)
     return removed
 

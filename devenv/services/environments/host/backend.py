@@ -254,7 +254,7 @@ class HostProvisioner(FlowBackend):
             runs_dir=f"{workspace}/{RUNS_FOLDER}", stop_steps=[{"killpg": pid}],
             down_steps=[{"killpg": pid}, {"argv": ["rm", "-rf", "--", self.runtime.env_dir(key)]}],
             hook_prefix=[], hook_cwd=workspace, jupyter_port=result.status.ports.get("jupyter"),
-            token_file=f"{self.runtime.env_dir(key)}/jupyter_token")
+            token_file=f"{self.runtime.env_dir(key)}/jupyter_token", alive_pid=pid)
 
     def ssh_target(self, env_name: str) -> SshTarget:
         """The host itself: its own sshd serves the shell (there is no second sshd)."""
