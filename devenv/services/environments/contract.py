@@ -200,6 +200,42 @@ class PreflightFailed(DevenvError):
         self.exit_code = report.fail_code
 
 
+@dataclass(frozen=True)
+class RunPlace:
+    """Where an environment's detached runs live and how they are reached (services/runs.py drives them with
+    devenv.env.runs' scripts): the backend supplies the place, the scripts are the same everywhere."""
+
+    runs_dir: str                                          # absolute, or ~/... on the host
+    # sh -c SCRIPT devenv ARGS where the runs' processes are (in the container, on the host, on the job's node):
+    # (exit code, stdout, stderr)
+    script: Callable[[str, list[str]], tuple[int, str, str]]
+    # the same for the launcher, which starts the supervisor detached from the connection
+    launch: Callable[[str, list[str]], tuple[int, str, str]]
+    wrap: list[str] = field(default_factory=list)          # what the supervisor runs under (a job step's srun)
+    # what the supervisor runs when the command ended, for `--then stop|down` (absent: not offered here)
+    then: dict[str, list[str]] = field(default_factory=dict)
+
+
+def runs_unsupported(host: HostProfile) -> DevenvError:
+    """The error of `devenv run` (and runs, logs --run, cancel) on a backend that has no detached runs yet."""
+    from devenv.errors import BadInput
+
+    return BadInput(f"detached runs are not supported on this backend yet ({host.name}: runtime "
+                    f"'{host.runtime}')", "use `devenv exec` there, or a host with runtime docker or host")
+
+
+def exec_script(backend: EnvironmentBackend, env_name: str) -> Callable[[str, list[str]], tuple[int, str, str]]:
+    """RunPlace.script through the backend's own exec: the script runs where `devenv exec` runs."""
+    def script(text: str, args: list[str]) -> tuple[int, str, str]:
+        chunks, exit_code = backend.exec(env_name, ["sh", "-c", text, "devenv", *args])
+        out, err = bytearray(), bytearray()
+        for o, e in chunks:
+            out += o or b""
+            err += e or b""
+        return exit_code(), out.decode(errors="replace"), err.decode(errors="replace")
+    return script
+
+
 def no_images(host: HostProfile) -> DevenvError:
     """The error of `image build` on a host whose environments are no containers."""
     return DevenvError(f"{host.name} uses runtime '{host.runtime}': there is no image to build",
@@ -394,6 +430,12 @@ class EnvironmentBackend(ABC):
                     progress: Callable[[ProgressEvent], None]) -> ImageInfo:
         """The environment's image built on the host (no_images() where environments are no containers)."""
         raise no_images(self.host)
+
+    def run_place(self, env: EnvProfile) -> RunPlace:
+        """Where the running environment's detached runs live and how they are started and watched (`devenv
+        run`, `runs`, `logs --run`, `cancel`); runs_unsupported() where there are none yet. Raises when the
+        environment is not running."""
+        raise runs_unsupported(self.host)
 
     @abstractmethod
     def close(self) -> None: ...

@@ -42,11 +42,13 @@ from devenv.services.environments.contract import (
     Existing,
     JupyterAccess,
     Removed,
+    RunPlace,
     Shell,
     SshTarget,
     Traits,
     UpOptions,
     UpResult,
+    exec_script,
     pick_free_gpus,
 )
 from devenv.services.environments.docker import images
@@ -607,6 +609,15 @@ class Provisioner(FlowBackend):
     def build_image(self, env: EnvProfile, inputs: BuildInputs,
                     progress: Callable[[ProgressEvent], None]) -> ImageInfo:
         return images.build_image(self.runtime, env, inputs, progress)
+
+    def run_place(self, env: EnvProfile) -> RunPlace:
+        """Runs in the container, their folder in the workspace volume (it outlives the container). `--then`
+        is not offered: a container cannot stop or remove itself (its restart policy would start it again)."""
+        from devenv.env.runs import RUNS_FOLDER
+
+        self._running(env.name)
+        script = exec_script(self, env.name)
+        return RunPlace(f"{self.workspace(env)}/{RUNS_FOLDER}", script, script)
 
     def command_target(self, env_name: str, host_if_no_env: bool = False) -> CommandTarget:
         """The environment's container, with its python and torch, and the host GPUs it was given."""

@@ -27,11 +27,13 @@ from devenv.services.environments.contract import (
     Existing,
     JupyterAccess,
     Removed,
+    RunPlace,
     Shell,
     SshTarget,
     Traits,
     UpOptions,
     UpResult,
+    exec_script,
     pick_free_gpus,
 )
 from devenv.services.environments.flow import FlowBackend
@@ -268,6 +270,27 @@ class HostProvisioner(FlowBackend):
             raise DevenvError(f"no environment '{env_name}' on {self.host.name}",
                               f"start it: devenv up {self.host.name}")
         return self.runtime.logs(self.key(env_name), tail=tail, follow=follow)
+
+    def run_place(self, env: EnvProfile) -> RunPlace:
+        """Runs beside the env's Jupyter, as `devenv exec` runs (its python first on PATH, its GPUs), their
+        folder in the workspace. `--then stop` ends the Jupyter's process group; `down` also removes the env's
+        folder (the workspace stays), as `devenv down` does."""
+        from devenv.env.runs import RUNS_FOLDER
+
+        state = self.runtime.state(self.key(env.name))
+        if not state or not state.get("alive") or int(state.get("pid") or 0) <= 1:
+            raise DevenvError(f"the environment '{env.name}' on {self.host.name} is not running",
+                              f"start it with `devenv up {self.host.name} --env {env.name}`")
+        pid = str(int(state["pid"]))
+        # $2: the env's folder to remove after (down), relative to $HOME unless absolute; empty for stop
+        end = ('kill -s TERM -- -"$1" 2>/dev/null; i=0; while kill -0 "$1" 2>/dev/null && [ $i -lt 100 ]; do '
+               'sleep 0.1; i=$((i+1)); done; kill -s KILL -- -"$1" 2>/dev/null; '
+               'case $2 in "") ;; /*) rm -rf -- "$2";; *) rm -rf -- "$HOME/$2";; esac')
+        folder = self.runtime.env_dir(self.key(env.name))
+        folder = folder[2:] if folder.startswith("~/") else folder
+        then = {"stop": ["sh", "-c", end, "devenv", pid, ""], "down": ["sh", "-c", end, "devenv", pid, folder]}
+        script = exec_script(self, env.name)
+        return RunPlace(f"{self.workspace(env)}/{RUNS_FOLDER}", script, script, then=then)
 
     def exec(self, env_name: str, argv: list[str]) -> ExecStream:
         state = self.runtime.state(self.key(env_name))
