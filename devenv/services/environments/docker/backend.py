@@ -522,7 +522,8 @@ class Provisioner(FlowBackend):
         """The watcher runs on the host beside the container (never inside: the container's restart policy,
         unless-stopped, would start it again after an exit from within), with the host's python; it sees the
         container's processes in the host's /proc by their cgroup, and stops it with the engine's CLI."""
-        from devenv.services.environments.autostop import RUNS_FOLDER, AutostopPlan
+        from devenv.env.runs import RUNS_FOLDER
+        from devenv.services.environments.autostop import AutostopPlan
 
         container = result.status.container
         if not container:

@@ -242,7 +242,8 @@ class HostProvisioner(FlowBackend):
         """The watcher runs beside Jupyter as the same user: sessions are that user's sshd sessions that run
         something; stop ends Jupyter's process group (state.json stays: the next `up` starts it again), down
         also removes the environment's folder (the workspace stays)."""
-        from devenv.services.environments.autostop import RUNS_FOLDER, AutostopPlan
+        from devenv.env.runs import RUNS_FOLDER
+        from devenv.services.environments.autostop import AutostopPlan
 
         key = self.key(env.name)
         pid = int(result.status.container or 0)
