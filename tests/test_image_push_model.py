@@ -40,7 +40,7 @@ def test_engine_commands_quote_the_image_and_pick_the_cli():
 def test_load_runs_in_a_private_tmpdir_removed_when_killed(tmp_path):
     """The load command's wrapper, with `cat` standing in for the engine: its TMPDIR is gone after an abort."""
     conn = LocalConnection()
-    command = engines.load_command("docker").replace("docker load", "sh -c 'echo $TMPDIR; exec cat >/dev/null'")
+    command = engines.load_command("docker").replace("docker load -q", "sh -c 'echo $TMPDIR; exec cat >/dev/null'")
     pipe = conn.open_pipe(f"export TMPDIR={shlex.quote(str(tmp_path))}\n{command}")
     pipe.write(b"x" * 100_000)
     made = pipe.read(4096).decode().strip()

@@ -99,11 +99,19 @@ def load_command(engine: str) -> str:
     first, and leaves it behind when it is killed (a cut stream); dockerd cleans its own."""
     return (f'd=$(mktemp -d "${{TMPDIR:-/var/tmp}}/{LOAD_TMP_PREFIX}XXXXXX") || exit 1\n'
             f'trap \'rm -rf "$d"\' EXIT\ntrap \'rm -rf "$d"; exit 143\' TERM INT HUP\n'
-            f'TMPDIR="$d" {engine_cli(engine)} load')
+            f'TMPDIR="$d" {engine_cli(engine)} load -q')
 
 
-def tag_command(engine: str, image_id: str, image: str) -> str:
-    return f"{engine_cli(engine)} tag {shlex.quote(image_id)} {shlex.quote(image)}"
+def name_image_command(engine: str, image_id: str, image: str) -> str:
+    """One round trip: the image named `image` unless that name already points at image_id (a load names it
+    as the source did: podman adds a registry prefix docker does not, and the reverse), then its id and size."""
+    bare = bare_image_id(image_id)
+    if not bare or not all(c in "0123456789abcdef" for c in bare):
+        raise ValueError(f"not an image id: {image_id!r}")
+    cli, name = engine_cli(engine), shlex.quote(image)
+    return (f"e={cli}; id=$($e image inspect --format '{{{{.Id}}}}' {name} 2>/dev/null)\n"
+            f'case "$id" in *{bare}) ;; *) $e tag {bare} {name} || exit 1 ;; esac\n'
+            f"exec $e image inspect --format '{{{{.Id}}}} {{{{.Size}}}}' {name}")
 
 
 def is_no_such_image(stderr: str) -> bool:

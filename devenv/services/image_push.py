@@ -82,8 +82,7 @@ def push(source: EngineHost, dests: list[EngineHost], *, parallel: int = 4,
         try:
             have = inspect(dest, src.image_id)
             if not needs_push(src, have):
-                _name_it(dest, src.image_id or "")
-                return PushResult(dest.name, SKIPPED, image_id=have.image_id)
+                return PushResult(dest.name, SKIPPED, image_id=_name_it(dest, src.image_id or "").image_id)
             return copy(source, dest, src, cancel, on_progress)
         except DevenvError as e:
             return PushResult(dest.name, FAILED, error=e.message, hint=e.hint, exit_code=e.exit_code)
@@ -148,8 +147,7 @@ def copy(source: EngineHost, dest: EngineHost, src: HostImage, cancel: threading
     if not loaded.ok:
         return _failed(dest, moved, started, f"{dest.name}'s load failed: {_tail(loaded.stderr) or loaded.exit_code}",
                        f"see that the engine runs and the disk has room (devenv check {dest.name})")
-    _name_it(dest, src.image_id or "")
-    there = inspect(dest)
+    there = _name_it(dest, src.image_id or "")
     if not there.same_as(src):
         return _failed(dest, moved, started, f"{dest.name} loaded the stream, but {dest.image} there is "
                        f"{(there.image_id or 'missing')[:12]}, not {(src.image_id or '')[:12]}",
@@ -157,16 +155,14 @@ def copy(source: EngineHost, dest: EngineHost, src: HostImage, cancel: threading
     return PushResult(dest.name, PUSHED, image_id=there.image_id, bytes_moved=moved, seconds=seconds)
 
 
-def _name_it(dest: EngineHost, image_id: str) -> None:
-    """The image under the environment's name on dest: a load names it as the source did (podman's names get
-    a registry prefix docker keeps, and the reverse), so tag the id when the name does not point at it."""
-    named = inspect(dest)
-    if named.image_id is not None and engines.bare_image_id(named.image_id) == engines.bare_image_id(image_id):
-        return
-    result = dest.conn.run(engines.tag_command(dest.engine, image_id, dest.image), timeout=INSPECT_TIMEOUT_S)
+def _name_it(dest: EngineHost, image_id: str) -> HostImage:
+    """The image under the environment's name on dest (tagged there when the load named it otherwise), and what
+    that name is now: one round trip."""
+    result = dest.conn.run(engines.name_image_command(dest.engine, image_id, dest.image), timeout=INSPECT_TIMEOUT_S)
     if not result.ok:
         raise PushFailed(f"{dest.name}: cannot name image {image_id[:12]} {dest.image}: {_tail(result.stderr)}",
                          "check that the engine runs there")
+    return parse_inspect(dest.name, result.stdout)
 
 
 def _pipe(conn: Connection) -> Piped:
