@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import webbrowser
+from collections.abc import Callable
+from typing import Any
 
 import click
 
@@ -11,7 +13,9 @@ from devenv.cli import main
 from devenv.cli.common import accept_new_host_option, env_option
 from devenv.cli.envcommon import hold
 from devenv.cli.ports import require_free
-from devenv.services.session import open_env
+from devenv.errors import DevenvError
+from devenv.services.held_tunnel import Tunnel
+from devenv.services.session import EnvSession, open_env
 
 
 @main.command("jupyter")
@@ -40,4 +44,21 @@ def jupyter_cmd(host: str, env: str | None, accept_new_host: bool, local_port: i
     if open_browser:
         webbrowser.open(url)
     if tunnel is not None:
-        hold(tunnel, host)
+        hold(tunnel, host, reopen_jupyter(session, url))
+
+
+def reopen_jupyter(session: EnvSession, url: str) -> Callable[[list[Any]], Tunnel]:
+    """How a held Jupyter tunnel is opened again: found afresh through the backend, on the same local port;
+    the URL is printed again only if it changed (a restarted environment with a new token)."""
+    shown = [url]
+
+    def reopen(forwards: list[Any]) -> Tunnel:
+        new_url, tunnel = session.reopen_jupyter(forwards[0].local_port)
+        if tunnel is None:
+            raise DevenvError("Jupyter moved to this machine", "this is a bug in devenv")
+        if new_url != shown[-1]:
+            shown.append(new_url)
+            click.echo(f"Jupyter's URL changed (the environment restarted): {new_url}")
+        return tunnel
+
+    return reopen

@@ -1,0 +1,116 @@
+"""A held tunnel that comes back by itself (L2): the one reconnect loop of every tunnel devenv holds open
+(`up` in the foreground, `jupyter`, `tunnel`).
+
+A tunnel dies when its link does: the host's sshd restarted, the ControlMaster was killed, the network went
+away (the master's ServerAlive gives up: remote.tunnels.SERVER_ALIVE), the laptop slept long enough for the
+host to drop the session. The holder then opens it again on the same local ports (a browser tab keeps working),
+through `reopen`, which finds the remote end again (an environment that restarted has a new port or address).
+Every step is said on the status line, with a back-off that is quick while the outage is young (recovery
+within ~`fast_max` s of the link's return) and slow after `fast_for` s, never a busy loop. Ctrl-C ends it
+at once: every wait here is a sleep or a child's wait, which a KeyboardInterrupt cuts.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from devenv.errors import DevenvError
+
+
+class Tunnel(Protocol):
+    kind: str
+    forwards: list[Any]
+
+    def alive(self) -> bool: ...
+
+    def close(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class Backoff:
+    """The wait before reconnect attempt N (1-based), given how long the tunnel has been down."""
+
+    first: float = 0.25
+    fast_max: float = 1.5      # while the outage is young: the bound on recovery after the link returns
+    fast_for: float = 120.0
+    slow: float = 10.0         # after that: one ssh login every 10 s, for as long as it takes
+
+    def delay(self, attempt: int, down_for: float) -> float:
+        if down_for >= self.fast_for:
+            return self.slow
+        return min(self.first * 2.0 ** (attempt - 1), self.fast_max)
+
+
+Reopen = Callable[[list[Any]], Tunnel]   # the forwards to open again (same local ports) -> the live tunnel
+
+
+@dataclass
+class HeldTunnel:
+    """hold() keeps `tunnel` open until Ctrl-C, reopening it through `reopen` whenever it dies. `say` gets
+    every status line. A tunnel whose far end ended for good (a Slurm job: its `ended`) is an error instead."""
+
+    host: str
+    tunnel: Tunnel
+    reopen: Reopen
+    say: Callable[[str], None]
+    backoff: Backoff = field(default_factory=Backoff)
+    check_every: float = 0.5
+    reconnects: int = 0
+    state: str = "open"          # open | reconnecting
+    down_since: float | None = None
+    stopped: threading.Event = field(default_factory=threading.Event)   # set: hold() returns (a holder thread)
+
+    def hold(self) -> None:
+        """Until KeyboardInterrupt (closes the tunnel and re-raises), stop(), or an ended far end (DevenvError).
+        Every wait is on `stopped` with a timeout: a signal in the main thread still cuts it."""
+        try:
+            while not self.stopped.is_set():
+                while self.tunnel.alive():
+                    if self.stopped.wait(self.check_every):
+                        return
+                ended = getattr(self.tunnel, "ended", None)
+                if ended:   # the environment is gone, not the network: reopening cannot work (exit 1)
+                    raise DevenvError(f"the tunnel to {self.host} closed: {ended}",
+                                      f"`devenv up {self.host}` starts the environment again (its workspace is kept)")
+                self.reconnect()
+        finally:
+            self.tunnel.close()
+
+    def stop(self) -> None:
+        self.stopped.set()
+
+    def reconnect(self) -> None:
+        """Open the tunnel again on the same local ports; retries, with back-off and a line each, until it does."""
+        self.state = "reconnecting"
+        self.down_since = started = time.monotonic()
+        forwards = list(self.tunnel.forwards)
+        self.tunnel.close()
+        self.say(f"the tunnel to {self.host} dropped; reconnecting (local ports "
+                 f"{', '.join(str(f.local_port) for f in forwards)} kept)")
+        attempt = 0
+        while not self.stopped.is_set():
+            attempt += 1
+            try:
+                self.tunnel = self.reopen(forwards)
+            except (DevenvError, OSError, subprocess.SubprocessError) as e:
+                why = e.message if isinstance(e, DevenvError) else str(e) or type(e).__name__
+                down = time.monotonic() - started
+                delay = self.backoff.delay(attempt, down)
+                self.say(f"reconnecting to {self.host} (attempt {attempt}, {down:.0f} s): {_first_line(why)}; "
+                         f"next try in {delay:g} s")
+                self.stopped.wait(delay)
+                continue
+            self.reconnects += 1
+            self.state, self.down_since = "open", None
+            self.say(f"reconnected to {self.host} after {time.monotonic() - started:.1f} s "
+                     f"(attempt {attempt}); the same local ports answer again")
+            return
+
+
+def _first_line(text: str) -> str:
+    return text.strip().splitlines()[0] if text.strip() else "failed"
