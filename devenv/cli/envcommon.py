@@ -57,9 +57,11 @@ def print_access(session: EnvSession, env: EnvProfile, status: EnvStatus, token:
         click.echo(f"  Running detached: no tunnels held; `devenv tunnel {host.name} PORT` forwards a port.")
 
 
-def hold(tunnel: Tunnel, host_name: str, reopen: Callable[[list[Any]], Tunnel]) -> None:
+def hold(tunnel: Tunnel, host_name: str, reopen: Callable[[list[Any]], Tunnel],
+         moved: Callable[[list[Any]], bool] | None = None) -> None:
     """Keep the tunnel open until Ctrl-C (exit 0), reopening it on the same local ports whenever its link dies
-    (services.held_tunnel: a status line each try); an error only when what it reached ended for good."""
+    or (moved) what it reached restarted elsewhere (services.held_tunnel: a status line each try); an error only
+    when what it reached ended for good."""
     import signal
     import time
 
@@ -79,6 +81,6 @@ def hold(tunnel: Tunnel, host_name: str, reopen: Callable[[list[Any]], Tunnel]) 
         click.echo(f"[{time.strftime('%H:%M:%S')}] {line}", err=True)
 
     try:
-        HeldTunnel(host_name, tunnel, reopen, say).hold()
+        HeldTunnel(host_name, tunnel, reopen, say, moved=moved).hold()
     except KeyboardInterrupt:
         click.echo("Tunnels closed.", err=True)

@@ -34,22 +34,28 @@ def jupyter_cmd(host: str, env: str | None, accept_new_host: bool, local_port: i
     with open_env(host, env, accept_new_host=accept_new_host) as session:
         access = session.backend.jupyter_access(session.env.name)
     url, tunnel = session.open_jupyter(access, local_port)  # None: already on this machine's 127.0.0.1
-    if as_json:
-        local = tunnel.forwards[0].local_port if tunnel is not None else access.port
-        click.echo(json.dumps({"schema_version": 1, "host": host, "env": access.status.env, "url": url,
-                               "local_port": local, "host_port": access.port,
-                               "tunnel": tunnel.kind if tunnel is not None else None}))
-    else:
-        click.echo(url)
+
+    def show(url: str, host_port: int) -> None:
+        if as_json:
+            local = tunnel.forwards[0].local_port if tunnel is not None else access.port
+            click.echo(json.dumps({"schema_version": 1, "host": host, "env": access.status.env, "url": url,
+                                   "local_port": local, "host_port": host_port,
+                                   "tunnel": tunnel.kind if tunnel is not None else None}))
+        else:
+            click.echo(url)
+
+    show(url, access.port)
     if open_browser:
         webbrowser.open(url)
     if tunnel is not None:
-        hold(tunnel, host, reopen_jupyter(session, url))
+        hold(tunnel, host, reopen_jupyter(session, url, show), session.jupyter_moved)
 
 
-def reopen_jupyter(session: EnvSession, url: str) -> Callable[[list[Any]], Tunnel]:
-    """How a held Jupyter tunnel is opened again: found afresh through the backend, on the same local port;
-    the URL is printed again only if it changed (a restarted environment with a new token)."""
+def reopen_jupyter(session: EnvSession, url: str,
+                   show: Callable[[str, int], None] | None = None) -> Callable[[list[Any]], Tunnel]:
+    """How a held Jupyter tunnel is opened again: found afresh through the backend, on the same local port.
+    A URL that changed (a restarted environment, a new token) is shown again as the first was (`show`: a line
+    of stdout, the URL or the --json line), so that a script reading them reads the new one next."""
     shown = [url]
 
     def reopen(forwards: list[Any]) -> Tunnel:
@@ -58,7 +64,12 @@ def reopen_jupyter(session: EnvSession, url: str) -> Callable[[list[Any]], Tunne
             raise DevenvError("Jupyter moved to this machine", "this is a bug in devenv")
         if new_url != shown[-1]:
             shown.append(new_url)
-            click.echo(f"Jupyter's URL changed (the environment restarted): {new_url}")
+            click.echo("Jupyter's URL changed (the environment restarted; a new token): the new one follows",
+                       err=True)
+            if show is not None:
+                show(new_url, tunnel.forwards[0].remote_port)
+            else:
+                click.echo(new_url)
         return tunnel
 
     return reopen

@@ -61,7 +61,7 @@ def tunnel(host: str, ports: tuple[str, ...], env: str | None, accept_new_host: 
         _json(host, env_profile.name, [("127.0.0.1", f.local_port, f.remote_port) for f in tun.forwards], tun.kind)
     for f in tun.forwards if not as_json else []:
         click.echo(f"127.0.0.1:{f.local_port} -> {env_profile.name}:{f.remote_port}")
-    hold(tun, host, session.reopen_forwards)
+    hold(tun, host, session.reopen_forwards, session.forwards_moved)
 
 
 def _parse(spec: str) -> tuple[int, int | None]:

@@ -105,7 +105,7 @@ def up(host: str, env: str | None, accept_new_host: bool, detach: bool, assume_y
         if tunnel is not None:
             from devenv.cli.jupyter_cmd import reopen_jupyter
 
-            hold(tunnel, host, reopen_jupyter(session, url))
+            hold(tunnel, host, reopen_jupyter(session, url), session.jupyter_moved)
     finally:
         if ports is not None:
             ports.close()

@@ -12,6 +12,7 @@ at once: every wait here is a sleep or a child's wait, which a KeyboardInterrupt
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import threading
 import time
@@ -47,6 +48,7 @@ class Backoff:
 
 
 Reopen = Callable[[list[Any]], Tunnel]   # the forwards to open again (same local ports) -> the live tunnel
+Moved = Callable[[list[Any]], bool]      # whether the far end of these forwards is elsewhere now (or gone)
 
 
 @dataclass
@@ -64,15 +66,25 @@ class HeldTunnel:
     state: str = "open"          # open | reconnecting
     down_since: float | None = None
     stopped: threading.Event = field(default_factory=threading.Event)   # set: hold() returns (a holder thread)
+    # An environment that restarted leaves the link up but the forward pointing at nothing: every probe_every s
+    # the first forward is tried (one connection through it); when the far end refuses, `moved` asks the
+    # backend, and a far end that moved (or is gone) is reopened (found again) as a dead link is.
+    moved: Moved | None = None
+    probe_every: float = 15.0
 
     def hold(self) -> None:
         """Until KeyboardInterrupt (closes the tunnel and re-raises), stop(), or an ended far end (DevenvError).
         Every wait is on `stopped` with a timeout: a signal in the main thread still cuts it."""
         try:
             while not self.stopped.is_set():
+                next_probe = time.monotonic() + self.probe_every
                 while self.tunnel.alive():
                     if self.stopped.wait(self.check_every):
                         return
+                    if self.moved is not None and time.monotonic() >= next_probe:
+                        next_probe = time.monotonic() + self.probe_every
+                        if self._far_end_moved():
+                            break
                 ended = getattr(self.tunnel, "ended", None)
                 if ended:   # the environment is gone, not the network: reopening cannot work (exit 1)
                     raise DevenvError(f"the tunnel to {self.host} closed: {ended}",
@@ -83,6 +95,18 @@ class HeldTunnel:
 
     def stop(self) -> None:
         self.stopped.set()
+
+    def _far_end_moved(self) -> bool:
+        forwards = list(self.tunnel.forwards)
+        if not forwards or not refuses(forwards[0].local_port) or self.moved is None:
+            return False
+        try:
+            moved = self.moved(forwards)
+        except (DevenvError, OSError, subprocess.SubprocessError):
+            return False    # cannot tell now (the link itself may be going): the next probe asks again
+        if moved:
+            self.say(f"what the tunnel to {self.host} reached is gone or moved (the environment restarted?)")
+        return moved
 
     def reconnect(self) -> None:
         """Open the tunnel again on the same local ports; retries, with back-off and a line each, until it does."""
@@ -110,6 +134,19 @@ class HeldTunnel:
             self.say(f"reconnected to {self.host} after {time.monotonic() - started:.1f} s "
                      f"(attempt {attempt}); the same local ports answer again")
             return
+
+
+def refuses(port: int, wait: float = 2.0) -> bool:
+    """Whether a connection through the forward on 127.0.0.1:port is closed at once (ssh could not reach the
+    far end: it closes the local side). A server that speaks first, or waits for a request, is not refusing."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=wait) as s:
+            s.settimeout(wait)
+            return s.recv(1) == b""
+    except TimeoutError:
+        return False
+    except OSError:
+        return True
 
 
 def _first_line(text: str) -> str:

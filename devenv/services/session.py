@@ -258,6 +258,28 @@ class EnvSession:
             self.close()
         return self.open_jupyter(access, local_port, exact=True, ready_timeout=RELINK_TIMEOUT)
 
+    def jupyter_moved(self, forwards: list[Any]) -> bool:
+        """Whether the environment's Jupyter is no longer where the held tunnel forwards to (restarted on
+        another port, or not running)."""
+        from devenv.errors import DevenvError
+
+        try:
+            access = self.backend.jupyter_access(self.env.name)
+        except DevenvError:
+            return True
+        finally:
+            self.close()
+        return access.relay is None and access.port != forwards[0].remote_port
+
+    def forwards_moved(self, forwards: list[Any]) -> bool:
+        """Whether the environment is no longer at the address the held tunnel forwards to (a new container,
+        or none running)."""
+        try:
+            status = self.backend.find(self.env.name)
+        finally:
+            self.close()
+        return status is None or not status.running or status.address != forwards[0].remote_host
+
     def reopen_forwards(self, forwards: list[Any]) -> Tunnel:
         """The environment's forwarded ports again on the same local ports, at its address as the backend
         gives it now (a restarted container has a new one)."""
