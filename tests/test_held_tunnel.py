@@ -4,6 +4,7 @@ links, masters and sshd restarts: tests/integration/test_tunnel_reconnect.py.)""
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import pytest
@@ -89,3 +90,25 @@ def test_the_back_off_is_quick_while_the_outage_is_young_then_slow_and_never_zer
     assert young[:4] == [0.25, 0.5, 1.0, 1.5] and max(young) == backoff.fast_max
     assert min(young) > 0
     assert backoff.delay(3, backoff.fast_for + 1) == backoff.slow
+
+
+def test_held_in_the_background_it_stays_alive_while_reconnecting_and_close_ends_it():
+    from devenv.services.held_tunnel import HeldInBackground
+
+    lines: list[str] = []
+    reopened = []
+
+    def reopen(forwards):
+        reopened.append(forwards)
+        raise ConnectError("ssh: connect to host gpu1 port 22: Connection refused", "x")
+
+    first = Tunnel([Forward("jupyter", 8888)], lives=0)
+    held = HeldInBackground(HeldTunnel("gpu1", first, reopen, lines.append,
+                                       backoff=Backoff(first=0.01, fast_max=0.02), check_every=0.01))
+    deadline = time.monotonic() + 30
+    while len(reopened) < 2 and time.monotonic() < deadline:
+        held.held.stopped.wait(0.01)
+    assert len(reopened) >= 2 and held.alive()         # reconnecting counts as held
+    assert held.forwards == [Forward("jupyter", 8888)] and held.kind == "openssh"
+    held.close()
+    assert not held.alive() and first.closed

@@ -129,6 +129,7 @@ class ControlMaster:
                           stderr=self._log, start_new_session=True, preexec_fn=_die_with_parent)
         self._ready = False
         self._lock = threading.Lock()
+        self._pidfd: int | None = None
 
     def wait_ready(self, timeout: float = READY_TIMEOUT) -> None:
         """Until the master is logged in (its control socket answers); ConnectError if it exits first."""
@@ -166,7 +167,20 @@ class ControlMaster:
     def alive(self) -> bool:
         return self.proc.poll() is None
 
+    def exit_fd(self) -> int | None:
+        """A file descriptor that turns readable when the master exits (a pidfd: a holder waits on it in
+        select() instead of polling), None where the system has none."""
+        if self._pidfd is None and hasattr(os, "pidfd_open"):
+            try:
+                self._pidfd = os.pidfd_open(self.proc.pid)
+            except OSError:   # already gone (and reaped), or no pidfd here: the caller polls alive()
+                return None
+        return self._pidfd
+
     def close(self) -> None:
+        pidfd, self._pidfd = self._pidfd, None
+        if pidfd is not None:
+            os.close(pidfd)
         if self.proc.poll() is None:
             self.proc.terminate()
             try:
@@ -275,6 +289,9 @@ class OpenSSHTunnel:
 
     def alive(self) -> bool:
         return self.master.alive()
+
+    def exit_fd(self) -> int | None:
+        return self.master.exit_fd()
 
     def close(self) -> None:
         """Cancel this tunnel's forwards; the master stays for the process's other tunnels to the host."""

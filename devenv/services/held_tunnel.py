@@ -12,6 +12,8 @@ at once: every wait here is a sleep or a child's wait, which a KeyboardInterrupt
 
 from __future__ import annotations
 
+import os
+import select
 import socket
 import subprocess
 import threading
@@ -24,8 +26,14 @@ from devenv.errors import DevenvError
 
 
 class Tunnel(Protocol):
-    kind: str
-    forwards: list[Any]
+    """An open set of local forwards (remote.tunnels' OpenSSH or paramiko tunnel, remote.relay's, or one held
+    in the background here)."""
+
+    @property
+    def kind(self) -> str: ...
+
+    @property
+    def forwards(self) -> list[Any]: ...   # remote.tunnels.Forward
 
     def alive(self) -> bool: ...
 
@@ -71,6 +79,7 @@ class HeldTunnel:
     # backend, and a far end that moved (or is gone) is reopened (found again) as a dead link is.
     moved: Moved | None = None
     probe_every: float = 15.0
+    _wake: tuple[int, int] = field(init=False, default=(-1, -1), repr=False)
 
     def hold(self) -> None:
         """Until KeyboardInterrupt (closes the tunnel and re-raises), stop(), or an ended far end (DevenvError).
@@ -79,7 +88,7 @@ class HeldTunnel:
             while not self.stopped.is_set():
                 next_probe = time.monotonic() + self.probe_every
                 while self.tunnel.alive():
-                    if self.stopped.wait(self.check_every):
+                    if self._wait(next_probe - time.monotonic() if self.moved is not None else self.probe_every):
                         return
                     if self.moved is not None and time.monotonic() >= next_probe:
                         next_probe = time.monotonic() + self.probe_every
@@ -92,9 +101,33 @@ class HeldTunnel:
                 self.reconnect()
         finally:
             self.tunnel.close()
+            for fd in self._wake:
+                os.close(fd)
+            self._wake = (-1, -1)
 
     def stop(self) -> None:
         self.stopped.set()
+        try:
+            os.write(self._wake[1], b"x")
+        except OSError:
+            pass   # hold() is over and closed it
+
+    def __post_init__(self) -> None:
+        self._wake = os.pipe()   # stop() writes to it: a wait in select() ends at once
+
+    def _wait(self, longest: float) -> bool:
+        """Until the tunnel may have died, the probe is due (longest s) or stop(); whether stopped. A tunnel
+        that gives a file descriptor readable at its death (an OpenSSH master's pidfd) is waited on in
+        select(): no wakeup at all while it lives; any other is looked at every check_every s."""
+        exit_fd = getattr(self.tunnel, "exit_fd", None)
+        fd = exit_fd() if exit_fd is not None else None
+        if fd is None:
+            return self.stopped.wait(min(self.check_every, max(0.0, longest)))
+        try:
+            select.select([fd, self._wake[0]], [], [], max(0.0, longest))
+        except (OSError, ValueError):   # closed under us (the master replaced): look again
+            pass
+        return self.stopped.is_set()
 
     def _far_end_moved(self) -> bool:
         forwards = list(self.tunnel.forwards)
@@ -151,3 +184,37 @@ def refuses(port: int, wait: float = 2.0) -> bool:
 
 def _first_line(text: str) -> str:
     return text.strip().splitlines()[0] if text.strip() else "failed"
+
+
+class HeldInBackground:
+    """A HeldTunnel held on a daemon thread, for a front end that must not block on it (the monitor's `j`):
+    it looks like the tunnel it holds (kind, forwards, alive, close). alive() stays true while it reconnects;
+    close() stops the holder and closes the tunnel. The status lines go to `say` (the front end's log)."""
+
+    def __init__(self, held: HeldTunnel):
+        self.held = held
+        self.ended: str | None = None
+        self._thread = threading.Thread(target=self._hold, name=f"held-tunnel-{held.host}", daemon=True)
+        self._thread.start()
+
+    def _hold(self) -> None:
+        try:
+            self.held.hold()
+        except DevenvError as e:
+            self.ended = e.message
+            self.held.say(e.message)
+
+    @property
+    def kind(self) -> str:
+        return self.held.tunnel.kind
+
+    @property
+    def forwards(self) -> list[Any]:
+        return self.held.tunnel.forwards
+
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
+    def close(self) -> None:
+        self.held.stop()
+        self._thread.join(10)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import queue
-import random
 import signal
 import socket
 import subprocess
@@ -20,6 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
+from netns_link import NetnsLink, NetnsSSHD
 from sshd_fixture import SSHD, make_key
 
 from devenv.config import hostref
@@ -161,77 +161,25 @@ def test_a_restarted_sshd_is_reconnected_to_once_it_listens_again(private_host):
 # --- the network taken away: sshd in its own network namespace behind a veth link ---------------------------
 
 
-class NetnsSSHD(SSHD):
-    """An SSHD inside network namespace `netns`, listening on `address` (the namespace's end of the veth)."""
-
-    def __init__(self, workdir: Path, netns: str, address: str, **kwargs):
-        self.netns, self.address = netns, address
-        super().__init__(workdir, extra_config=f"ListenAddress {address}\n", **kwargs)
-
-    def start(self) -> SSHD:
-        real_popen = subprocess.Popen
-
-        def in_netns(argv, *args, **kwargs):  # the one Popen SSHD.start makes: sshd's
-            return real_popen(["ip", "netns", "exec", self.netns, *argv], *args, **kwargs)
-
-        subprocess.Popen = in_netns  # type: ignore[misc]
-        try:
-            return super().start()
-        finally:
-            subprocess.Popen = real_popen  # type: ignore[misc]
-
-    def _banner_ok(self) -> bool:
-        try:
-            return banner(self.port, self.address).startswith("SSH-2.0-")
-        except OSError:
-            return False
-
-    def known_hosts_line(self) -> str:
-        kind, blob = self.host_key_pub.read_text().split()[:2]
-        return f"[{self.address}]:{self.port} {kind} {blob}\n"
-
-
-def ip(*argv: str) -> None:
-    subprocess.run(["ip", *argv], check=True, capture_output=True, timeout=30)
-
-
 @pytest.fixture
 def netns_host(tmp_path, isolated_home, key):
-    tag = f"{os.getpid() % 10000}{random.randrange(100)}"
-    netns, outer, inner = f"dvt{tag}", f"dvt{tag}o", f"dvt{tag}i"
-    block = random.randrange(0, 16384) * 4     # a /30 of 10.213.0.0/16: ours alone on this machine
-    here = f"10.213.{block // 256}.{block % 256 + 1}"
-    there = f"10.213.{block // 256}.{block % 256 + 2}"
-    ip("netns", "add", netns)
-    try:
-        ip("link", "add", outer, "type", "veth", "peer", "name", inner)
-        ip("link", "set", inner, "netns", netns)
-        ip("addr", "add", f"{here}/30", "dev", outer)
-        ip("link", "set", outer, "up")
-        ip("-n", netns, "addr", "add", f"{there}/30", "dev", inner)
-        ip("-n", netns, "link", "set", inner, "up")
-        ip("-n", netns, "link", "set", "lo", "up")
-        with NetnsSSHD(tmp_path / "sshd", netns, there, authorized_keys=[key.public]) as server:
-            (isolated_home / "known_hosts").write_text(server.known_hosts_line())
-            write_profile(isolated_home, "gpu1", there, server.port, key.path)
-            server.link = outer  # type: ignore[attr-defined]
-            yield server
-            tunnels.close_masters()
-            pool.close_all()
-    finally:
-        subprocess.run(["ip", "link", "del", outer], capture_output=True, timeout=30)
-        subprocess.run(["ip", "netns", "del", netns], capture_output=True, timeout=30)
+    with NetnsLink() as link, NetnsSSHD(tmp_path / "sshd", link, authorized_keys=[key.public]) as server:
+        (isolated_home / "known_hosts").write_text(server.known_hosts_line())
+        write_profile(isolated_home, "gpu1", link.there, server.port, key.path)
+        yield server
+        tunnels.close_masters()
+        pool.close_all()
 
 
 def test_the_network_going_away_and_coming_back_reconnects_on_the_same_port(netns_host):
     holder = Holder("gpu1", netns_host.port)
     try:
         assert answers(holder.port)
-        ip("link", "set", netns_host.link, "down")   # the Wi-Fi gone: the master's keepalives go unanswered
+        netns_host.link.down()   # the Wi-Fi gone: the master's keepalives go unanswered
         holder.lines.wait("dropped")
         failed = holder.lines.wait("reconnecting to gpu1 (attempt 1")
         assert "next try in" in failed
-        ip("link", "set", netns_host.link, "up")     # another Wi-Fi
+        netns_host.link.up()     # another Wi-Fi
         holder.lines.wait("reconnected to gpu1")
         assert answers(holder.port) and holder.held.reconnects == 1
     finally:
