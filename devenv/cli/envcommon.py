@@ -12,6 +12,7 @@ import click
 from devenv.config.profiles import EnvProfile
 from devenv.env.info import EnvStatus
 from devenv.services import jupyter
+from devenv.services.background_tunnels import TunnelRecord
 from devenv.services.environments.contract import Shell
 from devenv.services.session import EnvSession, Tunnel
 
@@ -58,13 +59,14 @@ def print_access(session: EnvSession, env: EnvProfile, status: EnvStatus, token:
 
 
 def hold(tunnel: Tunnel, host_name: str, reopen: Callable[[list[Any]], Tunnel],
-         moved: Callable[[list[Any]], bool] | None = None) -> None:
+         moved: Callable[[list[Any]], bool] | None = None, record: TunnelRecord | None = None) -> None:
     """Keep the tunnel open until Ctrl-C (exit 0), reopening it on the same local ports whenever its link dies
     or (moved) what it reached restarted elsewhere (services.held_tunnel: a status line each try); an error only
-    when what it reached ended for good."""
+    when what it reached ended for good. record: a background holder's, kept up to date, removed at the end."""
     import signal
     import time
 
+    from devenv.services import background_tunnels
     from devenv.services.held_tunnel import HeldTunnel
 
     def interrupted(signum: int, frame: FrameType | None) -> NoReturn:
@@ -76,11 +78,24 @@ def hold(tunnel: Tunnel, host_name: str, reopen: Callable[[list[Any]], Tunnel],
     via = {"openssh": "OpenSSH", "relay": "a relay in the job"}.get(tunnel.kind, "devenv's SSH connection")
     click.echo(f"Tunnels open through {via}. Ctrl-C closes them; the environment keeps running; "
                "a dropped link is reconnected.", err=True)
+    held: list[HeldTunnel] = []
 
     def say(line: str) -> None:
         click.echo(f"[{time.strftime('%H:%M:%S')}] {line}", err=True)
+        if record is not None and held:
+            if record.state != held[0].state:
+                record.state, record.since = held[0].state, time.time()
+            record.reconnects = held[0].reconnects
+            background_tunnels.write(record)
 
+    held.append(HeldTunnel(host_name, tunnel, reopen, say, moved=moved))
+    if record is not None:
+        record.state, record.since = "open", time.time()
+        background_tunnels.write(record)
     try:
-        HeldTunnel(host_name, tunnel, reopen, say, moved=moved).hold()
+        held[0].hold()
     except KeyboardInterrupt:
         click.echo("Tunnels closed.", err=True)
+    finally:
+        if record is not None:
+            background_tunnels.remove(record.id)
