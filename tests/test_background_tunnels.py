@@ -20,8 +20,9 @@ def test_the_same_forward_has_the_same_id_and_names_stay_safe():
 
 def test_a_live_holder_s_record_is_kept_private_and_a_dead_or_foreign_one_is_dropped():
     tid = registry.tunnel_id("gpu1", "cuda", "jupyter")
-    holder = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()", "--held-as", tid],
-                              stdin=subprocess.PIPE)
+    holder = subprocess.Popen([sys.executable, "-c", "import sys; print('up', flush=True); sys.stdin.read()",
+                               "--held-as", tid], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline() == "up\n"   # exec'd: its command line is the holder's, not pytest's
     try:
         registry.write(TunnelRecord(tid, holder.pid, "gpu1", "cuda", "jupyter",
                                     [{"local_port": 8888, "env_port": 8888}], "http://127.0.0.1:8888/lab?token=x",
@@ -36,4 +37,15 @@ def test_a_live_holder_s_record_is_kept_private_and_a_dead_or_foreign_one_is_dro
     finally:
         holder.stdin.close()
         holder.wait(10)
+        holder.stdout.close()
     assert registry.find(tid) is None and not path.exists()   # the holder ended: its record goes on the next read
+
+
+def test_an_id_that_is_a_path_is_refused_as_bad_input():
+    import pytest
+
+    from devenv.errors import BadInput
+
+    for bad in ("../../etc/passwd", "/tmp/x", "", ".hidden", "a/b"):
+        with pytest.raises(BadInput):
+            registry.find(bad)

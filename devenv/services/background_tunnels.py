@@ -20,8 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from devenv.config import paths
+from devenv.errors import BadInput
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,119}")
 STOP_TIMEOUT = 10.0
 
 
@@ -48,21 +50,28 @@ def tunnel_id(host: str, env: str | None, what: str) -> str:
     return _UNSAFE.sub("-", f"{host}.{env or 'default'}.{what}").strip("-.")[:120]
 
 
+def checked(tid: str) -> str:
+    """tid, if it can be an ID (it names a file in the state dir: never a path); BadInput if not."""
+    if not _ID.fullmatch(tid):
+        raise BadInput(f"'{tid}' is not a tunnel ID", "`devenv tunnels` lists them")
+    return tid
+
+
 def folder() -> Path:
     return paths.state_dir() / "tunnels"
 
 
 def log_path(tid: str) -> Path:
-    return folder() / f"{tid}.log"
+    return folder() / f"{checked(tid)}.log"
 
 
 def write(record: TunnelRecord) -> None:
     paths.ensure_private_dir(folder())
-    paths.write_private(folder() / f"{record.id}.json", json.dumps(record.to_json(), sort_keys=True) + "\n")
+    paths.write_private(folder() / f"{checked(record.id)}.json", json.dumps(record.to_json(), sort_keys=True) + "\n")
 
 
 def remove(tid: str) -> None:
-    for path in (folder() / f"{tid}.json", log_path(tid)):
+    for path in (folder() / f"{checked(tid)}.json", log_path(tid)):
         try:
             path.unlink()
         except FileNotFoundError:
@@ -84,7 +93,7 @@ def holder_alive(pid: int, tid: str) -> bool:
 
 def find(tid: str) -> TunnelRecord | None:
     """The live record of tid; a stale one (its process gone) is removed."""
-    path = folder() / f"{tid}.json"
+    path = folder() / f"{checked(tid)}.json"
     try:
         data = json.loads(path.read_text())
         record = TunnelRecord(**data)
@@ -99,7 +108,7 @@ def find(tid: str) -> TunnelRecord | None:
 def all_records() -> list[TunnelRecord]:
     if not folder().is_dir():
         return []
-    found = [find(path.stem) for path in sorted(folder().glob("*.json"))]
+    found = [find(path.stem) for path in sorted(folder().glob("*.json")) if _ID.fullmatch(path.stem)]
     return [record for record in found if record is not None]
 
 
