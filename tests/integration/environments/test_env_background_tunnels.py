@@ -58,9 +58,11 @@ def test_background_tunnels_start_reuse_list_stop_and_end_with_down(test_env):
     again = json.loads(test_env.run("jupyter", "testbox", "--env", env, "--background", "--json").stdout)
     assert again["reused"] is True and again["pid"] == first["pid"] and again["url"] == first["url"]
 
-    ports = json.loads(test_env.run("tunnel", "testbox", "8888", "--env", env, "--background", "--json").stdout)
+    test_env.run("exec", "testbox", "--env", env, "--", "sh", "-c",
+                 "cd /workspace && nohup python -m http.server 8765 >/dev/null 2>&1 &")
+    ports = json.loads(test_env.run("tunnel", "testbox", "8765", "--env", env, "--background", "--json").stdout)
     local = ports["forwards"][0]["local_port"]
-    assert requests.get(f"http://127.0.0.1:{local}/api/status", timeout=10).status_code in (200, 403)
+    assert requests.get(f"http://127.0.0.1:{local}/", timeout=10).status_code == 200
 
     listed = json.loads(test_env.run("tunnels", "--json").stdout)
     assert listed["schema_version"] == 1
