@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import time
 from pathlib import Path
 
 import requests
@@ -26,6 +27,18 @@ def gone(pid: int) -> bool:
 def lab_answers(url: str) -> bool:
     base, token = url.split("/lab?token=")
     return requests.get(f"{base}/api/status", headers={"Authorization": f"token {token}"}, timeout=10).ok
+
+
+def serves(url: str, timeout: float = 60.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if requests.get(url, timeout=10).status_code == 200:
+                return True
+        except requests.RequestException:
+            pass
+        time.sleep(0.1)
+    return False
 
 
 def refused(port: int) -> bool:
@@ -62,7 +75,7 @@ def test_background_tunnels_start_reuse_list_stop_and_end_with_down(test_env):
                  "cd /workspace && nohup python -m http.server 8765 >/dev/null 2>&1 &")
     ports = json.loads(test_env.run("tunnel", "testbox", "8765", "--env", env, "--background", "--json").stdout)
     local = ports["forwards"][0]["local_port"]
-    assert requests.get(f"http://127.0.0.1:{local}/", timeout=10).status_code == 200
+    assert serves(f"http://127.0.0.1:{local}/")   # (the server may still be starting: waited for, bounded)
 
     listed = json.loads(test_env.run("tunnels", "--json").stdout)
     assert listed["schema_version"] == 1
