@@ -40,7 +40,7 @@ def tunnels_cmd(ctx: click.Context, as_json: bool) -> None:
 def stop_cmd(tunnel_id: str | None, stop_all: bool) -> None:
     """Stop a tunnel held in the background (its ID from `devenv tunnels`), or --all."""
     if bool(tunnel_id) == stop_all:
-        raise click.UsageError("name one tunnel ID (`devenv tunnels` lists them) or --all, not both")
+        raise click.UsageError("name either a tunnel ID (`devenv tunnels` lists them) or --all")
     if stop_all:
         records = registry.all_records()
     else:
