@@ -55,6 +55,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
                          "entry (rsync)."),
     "tunnel": ("tunnel_cmd", "Forward environment PORTs to this machine's 127.0.0.1 (same port, or LOCAL:PORT as "
                              "ssh -L) until Ctrl-C."),
+    "tunnels": ("tunnels_cmd", "List the tunnels held in the background: host, environment, ports, state, since, "
+                               "reconnects."),
     "up": ("up_cmd", "Make (or reattach to) the environment on HOST: check, image, container, Jupyter and sshd, "
                      "tunnels."),
 }

@@ -131,7 +131,9 @@ def up(host: str, env: str | None, accept_new_host: bool, detach: bool, assume_y
     ports = devcontainer_up.open_forwards(session, result, dc) if dc is not None else None
     try:
         if tunnel is not None:
-            hold(tunnel, host)
+            from devenv.cli.jupyter_cmd import reopen_jupyter
+
+            hold(tunnel, host, reopen_jupyter(session, url), session.jupyter_moved)
     finally:
         if ports is not None:
             ports.close()
