@@ -27,10 +27,12 @@ class GpusBusy(DevenvError):
 
 
 def sample(conn: Connection, *, nvidia_smi: str = "nvidia-smi", timeout: float = 30,
-           clock: Callable[[], float] = time.time) -> Occupancy:
-    """One look (never raises for a host without GPUs: its Occupancy has no GPUs and an error)."""
+           clock: Callable[[], float] = time.time, pmon: bool = False, extra: str = "") -> Occupancy:
+    """One look (never raises for a host without GPUs: its Occupancy has no GPUs and an error). pmon: with each
+    process's SM % (to tell an idle co-tenant from a working one); extra: shell lines run after the frame, their
+    output in the Occupancy's tail."""
     try:
-        result = conn.run(occupancy_script(nvidia_smi), timeout=timeout)
+        result = conn.run(occupancy_script(nvidia_smi, pmon=pmon) + ("\n" + extra if extra else ""), timeout=timeout)
     except DevenvError as e:
         return Occupancy(clock(), error=e.message)
     occ = parse_occupancy(result.stdout, clock())
@@ -52,8 +54,9 @@ def name_containers(conn: Connection, sharers: list[Sharer]) -> list[Sharer]:
 class Watch:
     """Samples a host every `every_s` seconds in a daemon thread until stop(); keeps every sample."""
 
-    def __init__(self, conn: Connection, every_s: float = 2.0, nvidia_smi: str = "nvidia-smi"):
-        self.conn, self.every_s, self.nvidia_smi = conn, every_s, nvidia_smi
+    def __init__(self, conn: Connection, every_s: float = 2.0, nvidia_smi: str = "nvidia-smi", pmon: bool = True,
+                 extra: str = ""):
+        self.conn, self.every_s, self.nvidia_smi, self.pmon, self.extra = conn, every_s, nvidia_smi, pmon, extra
         self.samples: list[Occupancy] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="gpu-occupancy", daemon=True)
@@ -69,7 +72,7 @@ class Watch:
 
     def _loop(self) -> None:
         while not self._stop.is_set():
-            occ = sample(self.conn, nvidia_smi=self.nvidia_smi)
+            occ = sample(self.conn, nvidia_smi=self.nvidia_smi, pmon=self.pmon, extra=self.extra)
             if occ.gpus:
                 self.samples.append(occ)
             self._stop.wait(self.every_s)

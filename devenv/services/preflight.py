@@ -10,6 +10,7 @@ from typing import Any
 
 from devenv.checks import engine as engine_checks
 from devenv.checks import gpu_use
+from devenv.checks import health as health_checks
 from devenv.checks import host as hc
 from devenv.checks.compat_findings import compat_checks
 from devenv.checks.report import CheckReport, CheckResult
@@ -51,6 +52,8 @@ def run_check(
     probes["docker_endpoint"] = engine_checks.docker_endpoint_probe(host.engine) if containers else "exit 0"
     probes["image"] = engine_checks.image_probe(env.image, host.engine) if containers else "exit 1"
     probes["gpu_use"] = gpu_use.probe()
+    probes["health"] = health_checks.health_probe()
+    probes["xid"] = health_checks.XID_PROBE
     probes["python"] = hc.python_probe(host.python) if not containers else "exit 0"
     probes["disk"] = engine_checks.disk_probe(host.engine) if containers else hc.home_disk_probe()
     # One round trip for every probe; the latency and forwarding probes (no shell) overlap it.
@@ -88,6 +91,7 @@ def run_check(
     add(*gpu_checks)
     if inventory:
         add(*hc.judge_mig(out["mig"]))
+        add(*health_checks.judge_health(out["health"].stdout, out["health"].exit_code, out["xid"].stdout))
     if inventory:
         add(*gpu_use.judge_gpu_use(out["gpu_use"].stdout, env.gpus, allow_busy=allow_busy, host=host.name,
                                    t=time.time()))
@@ -96,7 +100,10 @@ def run_check(
                                            engine.docker_info, bool(inventory), wants_gpu))
     add(*compat_checks(env, inventory, image, host_python=_host_torch(results)))
     add(hc.judge_forwarding(allowed, detail))
-    return CheckReport(host.name, env.name, results, time.perf_counter() - started)
+    report = CheckReport(host.name, env.name, results, time.perf_counter() - started)
+    if report.unhealthy:
+        report.fail_code = health_checks.EXIT_UNHEALTHY
+    return report
 
 
 def _learn_docker_socket(host: HostProfile, engine: str | None, endpoint: hc.Output) -> None:
