@@ -155,3 +155,64 @@ def test_a_dcgm_hardware_failure_makes_the_verdict_unhealthy(gpu_box, monkeypatc
 def test_dcgm_level_is_checked_at_the_boundary(gpu_box):
     done = CliRunner().invoke(main, ["sanity", "gpu-box", "--dcgm", "4"])
     assert done.exit_code == 2 and "--dcgm" in done.output
+
+
+# --- the fleet: a choice of N GPUs skips the UNHEALTHY ones and says so -----------------------------------
+
+
+def test_the_choice_of_n_gpus_never_picks_an_unhealthy_one():
+    from devenv.gpu import choose
+
+    states = [choose.GpuState(0, "GPU-a", 0, 0, 100), choose.GpuState(1, "GPU-b", 0, 0, 100)]
+    states = choose.mark_unhealthy(states, {0: "Remapped Rows > Pending: Yes"})
+    picked = choose.choose(states, 1, host="box")
+    assert picked.indices == (1,) and [s.index for s in picked.skipped] == [0]
+    assert picked.skipped[0].describe() == "GPU 0 is UNHEALTHY (Remapped Rows > Pending: Yes)"
+    with pytest.raises(choose.NotEnoughFreeGpus) as refused:
+        choose.choose(states, 2, host="box", allow_busy=True)   # not even with --allow-busy
+    assert "only 1 of 2 on box is healthy: GPU 0 is UNHEALTHY (Remapped Rows > Pending: Yes)" in refused.value.message
+
+
+@pytest.fixture
+def two_gpus_one_sick(gpu_box, isolated_home, monkeypatch):
+    monkeypatch.setenv("REPLAY_GPUS", "2")
+    monkeypatch.setenv("REPLAY_HEALTH", "edited-remap-pending.txt")
+    monkeypatch.setenv("REPLAY_HEALTH_GPUS", "0")
+    envs = isolated_home / "profiles" / "envs"
+    envs.mkdir(parents=True, exist_ok=True)
+    bundled = (Path(__file__).parent.parent / "profiles" / "envs" / "cuda.yaml").read_text()
+    (envs / "one.yaml").write_text(bundled.replace("gpus: all", "gpus: 1"))
+    return gpu_box
+
+
+def test_check_for_one_gpu_skips_the_sick_one_and_says_so(two_gpus_one_sick):
+    done = CliRunner().invoke(main, ["check", "gpu-box", "--env", "one", "--json"])
+    checks = {c["id"]: c for c in json.loads(done.stdout)["checks"]}
+    choice = checks["gpu.choice"]
+    assert choice["status"] == "pass" and choice["details"]["indices"] == [1]
+    assert "skipped GPU 0 is UNHEALTHY (Remapped Rows > Pending: Yes)" in choice["value"]
+    sick = checks["gpu.0.health.row-remap"]
+    assert sick["status"] == "warn" and "not used" in sick["value"] and sick["details"]["unhealthy"]
+    assert done.exit_code != 7
+
+
+def test_check_for_all_gpus_on_a_host_with_a_sick_one_is_unhealthy(two_gpus_one_sick):
+    done = CliRunner().invoke(main, ["check", "gpu-box"])
+    assert done.exit_code == 7 and "UNHEALTHY: GPU 0 health: Remapped Rows > Pending: Yes" in done.output
+
+
+def test_sanity_on_one_gpu_picks_the_healthy_one(two_gpus_one_sick):
+    done = CliRunner().invoke(main, ["sanity", "gpu-box", "--gpus", "1", "--no-save"])
+    assert done.exit_code == 0, done.output
+    assert "GPU 0 is UNHEALTHY (Remapped Rows > Pending: Yes): not picked" in done.output
+
+
+def test_ups_gpu_picker_skips_the_sick_gpu_and_notes_it(two_gpus_one_sick):
+    from devenv.remote.local import LocalConnection
+    from devenv.services import gpu_occupancy
+
+    conn = LocalConnection("local")
+    assert gpu_occupancy.unhealthy_gpus(conn) == {0: "Remapped Rows > Pending: Yes"}
+    notes: list[str] = []
+    assert gpu_occupancy.gpu_picker(conn, "gpu-box", on_note=notes.append)(1) == "1"
+    assert notes == ["GPU 0 is UNHEALTHY (Remapped Rows > Pending: Yes): not picked"]

@@ -279,3 +279,25 @@ def judge_links(tails: list[str], uuids: list[str] | None, index_of: dict[str, i
             out.append(CheckResult(f"gpu.{index}.health.pcie", f"{label} health", PASS, f"PCIe link: {seen}",
                                    None, details))
     return out
+
+
+def sick_gpus(results: list[CheckResult]) -> dict[int, str]:
+    """GPU index -> its first UNHEALTHY finding ('Remapped Rows > Pending: Yes'), for the GPU choice to skip."""
+    out: dict[int, str] = {}
+    for r in unhealthy(results):
+        parts = r.id.split(".")
+        if len(parts) >= 3 and parts[0] == "gpu" and parts[1].isdigit() and parts[2] == "health":
+            out.setdefault(int(parts[1]), r.value)
+    return out
+
+
+def spare(results: list[CheckResult], skipped: set[int], why: str) -> list[CheckResult]:
+    """The findings of GPUs the environment will not use, no longer failing the check: WARN, saying so."""
+    out = []
+    for r in results:
+        parts = r.id.split(".")
+        index = int(parts[1]) if len(parts) >= 3 and parts[1].isdigit() and parts[2] == "health" else None
+        if index in skipped and r.status == FAIL:
+            r = CheckResult(r.id, r.title, WARN, f"{r.value} ({why})", r.remedy, {**r.details, "skipped": True})
+        out.append(r)
+    return out

@@ -131,6 +131,18 @@ def wait_free(conn: Connection, gpus: str, *, host: str, timeout_s: float, among
             sleep(min(WAIT_STEP_S, max(0.0, timeout_s - waited)))
 
 
+def unhealthy_gpus(conn: Connection) -> dict[int, str]:
+    """GPU index -> the finding that makes it UNHEALTHY, from one `nvidia-smi -q` (checks.health); {} when it
+    cannot be read (the pick goes on as before)."""
+    from devenv.checks.health import health_probe, judge_health, sick_gpus
+
+    try:
+        result = conn.run(health_probe(), timeout=30)
+    except DevenvError:
+        return {}
+    return sick_gpus(judge_health(result.stdout, result.exit_code, None))
+
+
 def gpu_picker(conn: Connection, host: str, *, allow_busy: bool = False,
                on_note: Callable[[str], None] | None = None) -> Callable[[int], str]:
     """For `up` (provision.UpOptions.pick_gpus): count -> the least used free GPUs of the host, as "1,3".
@@ -139,7 +151,7 @@ def gpu_picker(conn: Connection, host: str, *, allow_busy: bool = False,
         occ = sample(conn)
         if not occ.gpus:
             raise DevenvError(f"cannot pick GPUs on {host}: {occ.error}", "check the driver with `devenv check`")
-        states = gpu_choose.gpu_states(occ)
+        states = gpu_choose.mark_unhealthy(gpu_choose.gpu_states(occ), unhealthy_gpus(conn))
         names: dict[str, str] | None = None
         if any(o.container for s in states for o in s.others):
             from devenv.services.monitor import container_names
@@ -152,5 +164,8 @@ def gpu_picker(conn: Connection, host: str, *, allow_busy: bool = False,
         for s in choice.busy_taken:
             if on_note is not None:
                 on_note(f"{s.describe()}: taken anyway (--allow-busy)")
+        for s in choice.skipped:
+            if on_note is not None:
+                on_note(f"{s.describe()}: not picked")
         return choice.gpus
     return pick_now

@@ -96,7 +96,10 @@ def run_sanity(conn: Connection, python: str = "python3", suite: str = "quick",
     started = time.monotonic()
     _check_python(conn, python)
     no_gpu_why: list[str] = []
-    before, choice = _before_run(host_conn, conn.name, gpus, among, allow_busy, wait_idle, on_wait, no_gpu_why)
+    # the host's GPUs' health first: a choice of GPUs skips the sick ones, and a sick GPU's speed is not judged
+    health_all = _health(host_conn) if host_conn is not None else []
+    before, choice = _before_run(host_conn, conn.name, gpus, among, allow_busy, wait_idle, on_wait, no_gpu_why,
+                                 sick=health_checks.sick_gpus(health_all))
     visible = f"CUDA_VISIBLE_DEVICES={quote(','.join(u for u in choice.uuids if u))} " if choice else ""
     pid: dict[str, int] = {}
 
@@ -106,7 +109,7 @@ def run_sanity(conn: Connection, python: str = "python3", suite: str = "quick",
         if on_event is not None:
             on_event(event)
 
-    health = _health(host_conn, choice) if before is not None and host_conn is not None else []
+    health = _for_choice(health_all, choice) if before is not None else []
     workdir = _make_workdir(conn)
     watch = (gpu_occupancy.Watch(host_conn, every_s=watch_every_s, extra=health_checks.link_probe())
              if before is not None and host_conn else None)
@@ -143,9 +146,9 @@ def run_sanity(conn: Connection, python: str = "python3", suite: str = "quick",
                         wall_s=time.monotonic() - started, log_tail=log_tail, sharing=sharing, health=health)
 
 
-def _health(host_conn: Connection, choice: gpu_choose.Choice | None) -> list[CheckResult]:
-    """The health section of `check` for the run's GPUs (all of them when none were chosen), read before the
-    run in one round trip: a sick GPU is said before its speed is judged."""
+def _health(host_conn: Connection) -> list[CheckResult]:
+    """The health section of `check` for the host's GPUs, read before the run in one round trip: a sick GPU is
+    said before its speed is judged."""
     probes = {"health": health_checks.health_probe(), "xid": health_checks.XID_PROBE}
     try:
         batch = host_conn.run(hc.batch_script(probes), timeout=60)
@@ -154,9 +157,15 @@ def _health(host_conn: Connection, choice: gpu_choose.Choice | None) -> list[Che
     out = hc.parse_batch(batch.stdout, probes)
     if out["health"].exit_code == 255 and not out["health"].stdout:
         return []  # the batch gave no answer (a host without a shell as devenv expects): health unsaid
-    uuids = [u for u in choice.uuids if u] if choice is not None else None
-    return health_checks.judge_health(out["health"].stdout, out["health"].exit_code, out["xid"].stdout,
-                                      uuids=uuids or None)
+    return health_checks.judge_health(out["health"].stdout, out["health"].exit_code, out["xid"].stdout)
+
+
+def _for_choice(health: list[CheckResult], choice: gpu_choose.Choice | None) -> list[CheckResult]:
+    """The findings of the chosen GPUs (all when none were chosen) and the host's own (Xid lines)."""
+    uuids = {u for u in choice.uuids if u} if choice is not None else set()
+    if not uuids:
+        return health
+    return [r for r in health if not r.details.get("uuid") or r.details["uuid"] in uuids]
 
 
 def _dcgm(host_conn: Connection, level: int, choice: gpu_choose.Choice | None,
@@ -201,7 +210,8 @@ def _in_run_order(health: list[CheckResult], report: Json, choice: gpu_choose.Ch
 
 def _before_run(host_conn: Connection | None, host: str, gpus: str | None, among: list[int] | None,
                 allow_busy: bool, wait_idle: float | None, on_wait: Callable[[str], None] | None,
-                no_gpu_why: list[str] | None = None) -> tuple[Occupancy | None, gpu_choose.Choice | None]:
+                no_gpu_why: list[str] | None = None,
+                sick: dict[int, str] | None = None) -> tuple[Occupancy | None, gpu_choose.Choice | None]:
     """(the look at the host's GPUs just before the run, the GPUs chosen for it: None = as the run finds them).
     Waits for free GPUs when asked to."""
     asked = gpus if gpus not in (None, "all") else None
@@ -227,7 +237,11 @@ def _before_run(host_conn: Connection | None, host: str, gpus: str | None, among
         return None, None  # no GPU to watch: the run itself will say so (no-gpu)
     if not asked:
         return before, None
-    states = gpu_choose.gpu_states(before)
+    states = gpu_choose.mark_unhealthy(gpu_choose.gpu_states(before), sick or {})
+    if on_wait is not None and gpu_choose.count_of(asked) is not None:
+        for state in states:
+            if state.unhealthy:
+                on_wait(f"{state.describe()}: not picked")
     return before, gpu_occupancy.pick(states, asked, host=host, allow_busy=True if gpu_choose.count_of(asked) is None
                                       else allow_busy, among=among)
 
