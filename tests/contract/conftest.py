@@ -79,11 +79,7 @@ def place(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
 KNOWN_GAPS: dict[tuple[str, str], str] = {}
 # Seen failing some of the time, not understood yet: xfail without strict, so that a pass is no error either. Each
 # one is an open bug named in the session notes; take it out once fixed.
-UNEXPLAINED: dict[tuple[str, str], str] = {
-    ("test_signal_at_each_wait_of_up_leaves_nothing_the_next_up_cannot_finish", "host-SIGINT"):
-        "bare host: SIGINT at one of up's waits has failed in 2 of 7 runs on a loaded machine (SIGTERM and SIGHUP at "
-        "the same waits pass): open bug",
-}
+UNEXPLAINED: dict[tuple[str, str], str] = {}
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
