@@ -17,6 +17,8 @@ from devenv.errors import DevenvError
 # Commands load lazily: `devenv --help` imports none of them (nor paramiko, docker, textual, yaml), and
 # `devenv CMD` imports only CMD's module. tests/test_cli_lazy.py keeps these summaries equal to the commands'.
 COMMANDS: dict[str, tuple[str, str]] = {
+    "cancel": ("run_cmd", "Stop the run ID on HOST: SIGTERM to its whole process tree, SIGKILL after --grace "
+                          "seconds."),
     "check": ("check_cmd", "Check HOST before touching it: SSH, OS, disk, Docker, NVIDIA driver, toolkit, CUDA "
                            "and arch compatibility."),
     "code": ("code_cmd", "Open VS Code (Remote-SSH) on the environment's workspace on HOST."),
@@ -34,6 +36,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "monitor": ("monitor_cmd", "Watch GPUs, processes, logs and environments on HOSTs (default: every host with "
                                "a running environment)."),
     "profiles": ("profiles_cmd", "List, show and validate host and environment profiles."),
+    "run": ("run_cmd", "Start COMMAND in the environment on HOST (put `--` before it), detached: it goes on when "
+                       "this machine disconnects."),
+    "runs": ("run_cmd", "Detached runs of the environment on HOSTs (or an @group): id, name, command, state "
+                        "(running, exited N, killed, lost), started, duration, GPUs."),
     "sanity": ("sanity_cmd", "Prove HOST's GPU delivers: matmul rates and memory bandwidth against its SKU, "
                              "repeatable results, and GPT- and ResNet-style training in fp32, TF32, "
                              "fp16 + GradScaler and bf16."),

@@ -18,6 +18,7 @@ import selectors
 import subprocess
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -25,9 +26,10 @@ from memory_runtime import MemoryRuntime
 
 from devenv.checks.report import PASS, CheckReport, CheckResult
 from devenv.config.profiles import EnvProfile, HostProfile
+from devenv.env.runs import RUNS_FOLDER
 from devenv.errors import DevenvError
 from devenv.remote.base import Connection
-from devenv.services.environments.contract import Check, ExecEntry, in_folder
+from devenv.services.environments.contract import Check, ExecEntry, RunPlace, in_folder
 from devenv.services.environments.docker.backend import Provisioner
 
 GATE = "DEVENV_MEMORY_GATE"            # a file: builds and readiness wait until it exists
@@ -175,3 +177,8 @@ class MemoryBackend(Provisioner):
     def run_preflight(cls, conn: Connection, host: HostProfile, env: EnvProfile,
                       allow_busy: bool = False) -> CheckReport:
         return _memory_check(host, env)
+
+    def run_place(self, env: EnvProfile) -> RunPlace:
+        """The docker backend's runs, their folder relative to the container's own folder here (exec's cwd)."""
+        place = super().run_place(env)
+        return replace(place, runs_dir=RUNS_FOLDER)

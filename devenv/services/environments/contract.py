@@ -21,6 +21,7 @@ from enum import Enum
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, cast
 
 from devenv.checks.report import CheckReport
+from devenv.config.autostop import Autostop
 from devenv.config.profiles import EnvProfile, HostProfile
 from devenv.env.image_context import BuildInputs
 from devenv.env.info import EnvStatus, ImageInfo, ProgressEvent
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
     from devenv.checks.report import CheckResult
     from devenv.remote.base import Connection
     from devenv.remote.envkey import EnvKey
+    from devenv.services.environments.autostop import AutostopPlan
     from devenv.services.monitor import JobPlace
 
 # chunks of (stdout, stderr) bytes, and a function giving the exit code once they are read
@@ -127,6 +129,9 @@ class UpOptions:
     # the caller opens a tunnel to Jupyter as soon as `up` returns (the CLI's held `up`): a backend reached
     # through a relay command may start the tunnel's first relay while it waits for Jupyter (JupyterAccess.spare)
     relay_ahead: bool = False
+    # `up --autostop 90m` (else the env profile's, else the host profile's `autostop:`); --no-autostop disarms
+    autostop: Autostop | None = None
+    no_autostop: bool = False
 
 
 @dataclass
@@ -224,6 +229,42 @@ class PreflightFailed(DevenvError):
         self.exit_code = report.fail_code
 
 
+@dataclass(frozen=True)
+class RunPlace:
+    """Where an environment's detached runs live and how they are reached (services/runs.py drives them with
+    devenv.env.runs' scripts): the backend supplies the place, the scripts are the same everywhere."""
+
+    runs_dir: str                                          # absolute, or ~/... on the host
+    # sh -c SCRIPT devenv ARGS where the runs' processes are (in the container, on the host, on the job's node):
+    # (exit code, stdout, stderr)
+    script: Callable[[str, list[str]], tuple[int, str, str]]
+    # the same for the launcher, which starts the supervisor detached from the connection
+    launch: Callable[[str, list[str]], tuple[int, str, str]]
+    wrap: list[str] = field(default_factory=list)          # what the supervisor runs under (a job step's srun)
+    # what the supervisor runs when the command ended, for `--then stop|down` (absent: not offered here)
+    then: dict[str, list[str]] = field(default_factory=dict)
+
+
+def runs_unsupported(host: HostProfile) -> DevenvError:
+    """The error of `devenv run` (and runs, logs --run, cancel) on a backend that has no detached runs yet."""
+    from devenv.errors import BadInput
+
+    return BadInput(f"detached runs are not supported on this backend yet ({host.name}: runtime "
+                    f"'{host.runtime}')", "use `devenv exec` there, or a host with runtime docker or host")
+
+
+def exec_script(backend: EnvironmentBackend, env_name: str) -> Callable[[str, list[str]], tuple[int, str, str]]:
+    """RunPlace.script through the backend's own exec: the script runs where `devenv exec` runs."""
+    def script(text: str, args: list[str]) -> tuple[int, str, str]:
+        chunks, exit_code = backend.exec(env_name, ["sh", "-c", text, "devenv", *args])
+        out, err = bytearray(), bytearray()
+        for o, e in chunks:
+            out += o or b""
+            err += e or b""
+        return exit_code(), out.decode(errors="replace"), err.decode(errors="replace")
+    return script
+
+
 def no_images(host: HostProfile) -> DevenvError:
     """The error of `image build` on a host whose environments are no containers."""
     return DevenvError(f"{host.name} uses runtime '{host.runtime}': there is no image to build",
@@ -273,6 +314,7 @@ class EnvironmentBackend(ABC):
     # gain where the lookup is slow: a container engine, a login node's squeue)
     early_preflight: ClassVar[bool] = False
     sanity_across_nodes: ClassVar[bool] = False   # `devenv sanity` runs across a job's nodes (multi-node)
+    autostops: ClassVar[bool] = False             # an idle environment can stop itself (autostop_plan)
     host: HostProfile
     check: Check | None                           # the preflight; None: `up` checks nothing
 
@@ -403,10 +445,33 @@ class EnvironmentBackend(ABC):
         """Where commands run with the environment's python; when it is not running: raises, or with
         host_if_no_env runs on the host (the monitor's sanity key)."""
 
+    def autostop_plan(self, env: EnvProfile, result: UpResult) -> AutostopPlan:
+        """What the autostop watcher watches beside this environment and how it stops it (where `autostops`)."""
+        from devenv.config.autostop import AutostopError
+
+        raise AutostopError(f"autostop is not available for {self.traits.environment} yet",
+                            "leave autostop out of the profile, or pass --no-autostop")
+
+    @abstractmethod
+    def arm_autostop(self, env: EnvProfile, result: UpResult, setting: Autostop | None,
+                     disarm: bool = False) -> str | None:
+        """After `up`: start the watcher with setting (None: leave what is there), or end it (disarm); what was
+        done, for the result's notes (flow.FlowBackend, with autostop_plan)."""
+
+    @abstractmethod
+    def autostop_states(self) -> dict[str, dict[str, Any]]:
+        """OWNER-ENV -> what each environment's watcher last wrote (flow.FlowBackend; {} where none runs)."""
+
     def build_image(self, env: EnvProfile, inputs: BuildInputs,
                     progress: Callable[[ProgressEvent], None]) -> ImageInfo:
         """The environment's image built on the host (no_images() where environments are no containers)."""
         raise no_images(self.host)
+
+    def run_place(self, env: EnvProfile) -> RunPlace:
+        """Where the running environment's detached runs live and how they are started and watched (`devenv
+        run`, `runs`, `logs --run`, `cancel`); runs_unsupported() where there are none yet. Raises when the
+        environment is not running."""
+        raise runs_unsupported(self.host)
 
     @abstractmethod
     def close(self) -> None: ...

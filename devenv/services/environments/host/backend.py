@@ -28,11 +28,13 @@ from devenv.services.environments.contract import (
     Existing,
     JupyterAccess,
     Removed,
+    RunPlace,
     Shell,
     SshTarget,
     Traits,
     UpOptions,
     UpResult,
+    exec_script,
     pick_free_gpus,
     stream_output,
 )
@@ -43,6 +45,7 @@ if TYPE_CHECKING:
     from devenv.remote.base import Connection
     from devenv.remote.envkey import EnvKey
     from devenv.runtimes.host_runtime import HostRuntime
+    from devenv.services.environments.autostop import AutostopPlan
 
 
 class HostProvisioner(FlowBackend):
@@ -235,6 +238,28 @@ class HostProvisioner(FlowBackend):
                               f"restart it: `devenv down {self.host.name}` then `devenv up {self.host.name}`")
         return token
 
+    autostops = True
+
+    def autostop_plan(self, env: EnvProfile, result: UpResult) -> AutostopPlan:
+        """The watcher runs beside Jupyter as the same user: sessions are that user's sshd sessions that run
+        something; stop ends Jupyter's process group (state.json stays: the next `up` starts it again), down
+        also removes the environment's folder (the workspace stays)."""
+        from devenv.services.environments.autostop import RUNS_FOLDER, AutostopPlan
+
+        key = self.key(env.name)
+        pid = int(result.status.container or 0)
+        if pid <= 1:
+            raise DevenvError(f"no Jupyter process for '{env.name}' to watch", "run `devenv up` again")
+        workspace = self.runtime.workspace(env.name)
+        gpus = str(result.status.gpus or "none")
+        return AutostopPlan(
+            key=key, python=self.host.python, sessions={"kind": "host", "uid": "self"},
+            gpus=gpus if gpus == "all" or gpus.replace(",", "").isdigit() else "none",
+            runs_dir=f"{workspace}/{RUNS_FOLDER}", stop_steps=[{"killpg": pid}],
+            down_steps=[{"killpg": pid}, {"argv": ["rm", "-rf", "--", self.runtime.env_dir(key)]}],
+            hook_prefix=[], hook_cwd=workspace, jupyter_port=result.status.ports.get("jupyter"),
+            token_file=f"{self.runtime.env_dir(key)}/jupyter_token", alive_pid=pid)
+
     def ssh_target(self, env_name: str) -> SshTarget:
         """The host itself: its own sshd serves the shell (there is no second sshd)."""
         return SshTarget()
@@ -247,6 +272,27 @@ class HostProvisioner(FlowBackend):
             raise DevenvError(f"no environment '{env_name}' on {self.host.name}",
                               f"start it: devenv up {self.host.name}")
         return self.runtime.logs(self.key(env_name), tail=tail, follow=follow)
+
+    def run_place(self, env: EnvProfile) -> RunPlace:
+        """Runs beside the env's Jupyter, as `devenv exec` runs (its python first on PATH, its GPUs), their
+        folder in the workspace. `--then stop` ends the Jupyter's process group; `down` also removes the env's
+        folder (the workspace stays), as `devenv down` does."""
+        from devenv.env.runs import RUNS_FOLDER
+
+        state = self.runtime.state(self.key(env.name))
+        if not state or not state.get("alive") or int(state.get("pid") or 0) <= 1:
+            raise DevenvError(f"the environment '{env.name}' on {self.host.name} is not running",
+                              f"start it with `devenv up {self.host.name} --env {env.name}`")
+        pid = str(int(state["pid"]))
+        # $2: the env's folder to remove after (down), relative to $HOME unless absolute; empty for stop
+        end = ('kill -s TERM -- -"$1" 2>/dev/null; i=0; while kill -0 "$1" 2>/dev/null && [ $i -lt 100 ]; do '
+               'sleep 0.1; i=$((i+1)); done; kill -s KILL -- -"$1" 2>/dev/null; '
+               'case $2 in "") ;; /*) rm -rf -- "$2";; *) rm -rf -- "$HOME/$2";; esac')
+        folder = self.runtime.env_dir(self.key(env.name))
+        folder = folder[2:] if folder.startswith("~/") else folder
+        then = {"stop": ["sh", "-c", end, "devenv", pid, ""], "down": ["sh", "-c", end, "devenv", pid, folder]}
+        script = exec_script(self, env.name)
+        return RunPlace(f"{self.workspace(env)}/{RUNS_FOLDER}", script, script, then=then)
 
     def exec(self, env_name: str, argv: list[str]) -> ExecStream:
         """argv on the host, in the workspace, with the environment's GPUs: its output streamed as it comes."""

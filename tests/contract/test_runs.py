@@ -1,0 +1,123 @@
+"""Detached runs, on every backend (tests/contract/conftest.py's `place`): `devenv run` starts a command that
+outlives the devenv (and the SSH connection) that started it; its output and exit code stay on the host; `logs
+--run -f` follows it; `cancel` ends its whole process tree. Every wait is on an event (a line, a file, the run's
+end), never a sleep."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import time
+
+import pytest
+from places import Place
+
+
+def start_run(place: Place, *command: str, name: str | None = None) -> str:
+    named = ["--name", name] if name else []
+    done = place.ok("run", place.host, *named, "--no-follow", "--", *command)
+    run_id = done.stdout.strip().splitlines()[-1]
+    assert run_id and all(c in "0123456789abcdef" for c in run_id), done.stdout
+    return run_id
+
+
+def run_rows(place: Place) -> dict[str, dict]:
+    listed = json.loads(place.ok("runs", place.host, "--json").stdout)
+    assert listed["schema_version"] == 1
+    return {r["id"]: r for r in listed["hosts"][place.host]["runs"]}
+
+
+def test_run_records_output_and_exit_code(place: Place):
+    place.up()
+    run_id = start_run(place, "sh", "-c", "echo one; echo two >&2; printf 'no end'; exit 3", name="first")
+    followed = place.devenv("logs", place.host, "--run", run_id, "-f")
+    assert followed.returncode == 0, followed.stderr
+    assert followed.stdout == "one\ntwo\nno end", followed.stdout
+    row = run_rows(place)[run_id]
+    assert (row["state"], row["exit_code"], row["name"]) == ("exited", 3, "first"), row
+    assert row["argv"] == ["sh", "-c", "echo one; echo two >&2; printf 'no end'; exit 3"]
+    table = place.ok("runs", place.host).stdout
+    assert run_id in table and "exited 3" in table, table
+
+
+def test_run_wait_exits_with_the_commands_code_and_missing_command_is_127(place: Place):
+    place.up()
+    waited = place.devenv("run", place.host, "--wait", "--", "sh", "-c", "echo waited; exit 5")
+    assert waited.returncode == 5, waited.stderr
+    assert "waited" in waited.stdout
+    missing = place.devenv("run", place.host, "--wait", "--", "devenv-no-such-command")
+    assert missing.returncode == 127, missing.stderr
+    assert "devenv-no-such-command" in missing.stdout
+
+
+def test_run_outlives_the_connection_and_the_log_is_complete(place: Place):
+    """The devenv following the run is killed (its SSH connection dies with it); the run goes on, and its log,
+    read again from the start, has every line once."""
+    place.up()
+    place.ok("exec", place.host, "--", "rm", "-f", "runs-go")
+    follower = place.start("run", place.host, "--follow", "--", "sh", "-c",
+                           "echo started; while [ ! -e runs-go ]; do sleep 0.1; done; echo finished; exit 4")
+    found = follower.wait_line(r"^[0-9a-f]{12}$", 180)
+    run_id = found.group(0)
+    follower.wait_line(r"^started$", 120)
+    follower.proc.send_signal(signal.SIGKILL)
+    follower.finish()
+    assert run_rows(place)[run_id]["state"] == "running"
+    place.ok("exec", place.host, "--", "touch", "runs-go")
+    again = place.devenv("logs", place.host, "--run", run_id, "-f")
+    assert again.stdout == "started\nfinished\n", again.stdout
+    row = run_rows(place)[run_id]
+    assert (row["state"], row["exit_code"]) == ("exited", 4), row
+
+
+def test_cancel_ends_the_whole_tree(place: Place):
+    place.up()
+    run_id = start_run(place, "sh", "-c", "sleep 1000 & echo $! > runs-child.pid; echo up; wait")
+    follower = place.start("logs", place.host, "--run", run_id, "-f")
+    follower.wait_line(r"^up$", 120)
+    child = place.ok("exec", place.host, "--", "cat", "runs-child.pid").stdout.strip()
+    assert child.isdigit(), child
+    cancelled = place.ok("cancel", place.host, run_id, "--grace", "5")
+    assert "Cancelled run" in cancelled.stdout, cancelled.stdout
+    assert follower.finish() == 0          # the follower ends by itself once the run ended
+    gone = place.devenv("exec", place.host, "--", "sh", "-c", f"kill -0 {child} 2>/dev/null")
+    assert gone.returncode != 0, f"the run's child {child} outlived the cancel"
+    row = run_rows(place)[run_id]
+    assert row["state"] == "killed", row
+    again = place.ok("cancel", place.host, run_id)
+    assert "already ended" in again.stdout
+
+
+def test_unknown_run_is_bad_input(place: Place):
+    place.up()
+    for args in (["logs", place.host, "--run", "ffffffff0000"], ["cancel", place.host, "ffffffff0000"]):
+        done = place.devenv(*args)
+        assert done.returncode == 2, (args, done.stderr)
+        assert "no run 'ffffffff0000'" in done.stderr and "devenv runs" in done.stderr, done.stderr
+        assert "Traceback" not in done.stderr
+
+
+def test_binary_output_comes_back_byte_for_byte(place: Place):
+    place.up()
+    run_id = start_run(place, "sh", "-c", r"printf '\000\377\001x'")
+    done = subprocess.run([*place.argv0, "logs", place.host, "--run", run_id, "-f"], capture_output=True,
+                          env=place.environ, timeout=300, stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == b"\x00\xff\x01x"
+
+
+@pytest.mark.parametrize("then", ["stop"])
+def test_then_stop_or_refused_with_a_reason(place: Place, then: str):
+    """--then stop where the backend offers it: the environment is stopped when the run ends (`up` brings it
+    back); where it does not, a clear refusal (exit 2) before anything starts."""
+    place.up()
+    done = place.devenv("run", place.host, "--wait", "--then", then, "--", "sh", "-c", "echo bye")
+    if done.returncode == 2:
+        assert "is not offered" in done.stderr, done.stderr
+        return
+    assert done.returncode == 0, done.stderr
+    deadline = time.monotonic() + 120   # the supervisor stops it just after the run ended: wait for that state
+    while any(r["state"] == "running" for r in place.rows()):
+        assert time.monotonic() < deadline, f"still running after the run ended: {place.rows()}"
+    assert place.up()["status"]["state"] == "running"
