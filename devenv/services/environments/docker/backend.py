@@ -38,6 +38,7 @@ from devenv.services.environments.contract import (
     Check,
     CommandTarget,
     Events,
+    ExecEntry,
     ExecStream,
     Existing,
     JupyterAccess,
@@ -49,6 +50,7 @@ from devenv.services.environments.contract import (
     UpOptions,
     UpResult,
     exec_script,
+    in_folder,
     pick_free_gpus,
 )
 from devenv.services.environments.docker import images
@@ -605,6 +607,16 @@ class Provisioner(FlowBackend):
         if user == "root":
             return _as_a_shell_says(self.runtime.exec_stream(container, argv), argv)
         return _as_a_shell_says(self.runtime.exec_stream(container, argv, user=user), argv)
+
+    def exec_entry(self, env: EnvProfile, argv: list[str], tty: bool = False) -> ExecEntry | None:
+        """argv in the workspace through the environment's own sshd (Docker's exec API over devenv's connection
+        carries no stdin); without sshd, None (the command runs without stdin), or with tty an error."""
+        if not env.sshd:
+            if not tty:
+                return None
+            raise DevenvError(f"the environment '{env.name}' on {self.host.name} has no sshd of its own",
+                              "set `sshd: true` in its profile and run `devenv up` again")
+        return ExecEntry(in_folder(self.workspace(env), argv), on_host=False)
 
     def build_image(self, env: EnvProfile, inputs: BuildInputs,
                     progress: Callable[[ProgressEvent], None]) -> ImageInfo:
