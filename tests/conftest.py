@@ -6,7 +6,11 @@ by hand. At collection each test is marked by what it uses (integration_marking.
 private sshd (sshd_fixture.SSHD, which needs root), reached through its fixtures and the functions and classes of
 tests/ it calls. A test that runs the real sanity program on this machine's CPU torch (tens of seconds each) asks
 for the `local_torch` fixture and is marked `torch`. The rest runs in-process, without root, in seconds:
-`scripts/test --quick` (-m 'not integration and not torch')."""
+`scripts/test --quick` (-m 'not integration and not torch').
+
+scripts/test runs the test host's part with pytest-xdist workers (--dist loadgroup): it mostly waits on dockerd,
+sshd and Slurm. Tests that share a limited resource get one xdist_group here (xdist_group_of), so they run one
+after another on one worker; every other test has its own names, ports and DEVENV_HOME and runs anywhere."""
 
 from __future__ import annotations
 
@@ -21,8 +25,33 @@ FIXTURES = Path(__file__).parent / "fixtures"
 _finder = NeedsFinder()
 
 
+# The groups. slurm: the 2-node cluster is one resource. Its tests drain both nodes, fill the queue, stop slurmctld or
+# a slurmd, need both nodes for one job, and their fixture cancels any `devenv-check`/`devenv-sanity` job it finds
+# at teardown: beside each other they would wait behind, or cancel, one another's jobs. contract-<backend>: the
+# behaviour suite's cases of one backend share one environment (the module-scoped `place`): made once, not once
+# per worker. podman: rootful podman and the slim image it builds once (podman_slim_image).
+SLURM_GROUP = "slurm"
+
+
+def xdist_group_of(item: pytest.Item) -> str | None:
+    fixtures = set(getattr(item, "fixturenames", ()))
+    callspec = getattr(item, "callspec", None)
+    place = callspec.params.get("place") if callspec is not None else None
+    if "cluster" in fixtures or place == "slurm" or item.get_closest_marker("slurm") is not None:
+        return SLURM_GROUP
+    if place is not None:
+        return f"contract-{place}"
+    if "podman_slim_image" in fixtures:
+        return "podman"
+    return None
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook, which reads the xdist_group marks
 def pytest_collection_modifyitems(config, items) -> None:
     for item in items:
+        group = xdist_group_of(item)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
         needs = _finder.needs_of(item)
         marked = item.get_closest_marker("integration") is not None
         if needs and not marked:

@@ -7,6 +7,7 @@ import click
 from devenv.cli import main, redact
 from devenv.cli.common import accept_new_host_option, host_names, load_host, per_host, worst_exit_code
 from devenv.cli.render import emit_json
+from devenv.config import autostop as autostop_config
 from devenv.config import hostref
 from devenv.env import spec as envspec
 from devenv.env.info import EnvStatus
@@ -53,12 +54,18 @@ def status(hosts: tuple[str, ...], accept_new_host: bool, as_json: bool) -> None
                 state = click.style(f"{s.state:<11}", fg=STATE_COLOR.get(s.state))
                 jup = f"host:{s.ports['jupyter']}" if "jupyter" in s.ports else "-"
                 ssh = f"host:{s.ports['ssh']}" if "ssh" in s.ports else "-"
-                detail = "  ".join(x for x in (s.detail, _silent(s)) if x)
+                detail = "  ".join(x for x in (s.detail, _silent(s), _autostop(s)) if x)
                 click.echo(f"{s.host:<14} {s.env:<12} {s.owner:<10} {state} {jup:<16} {ssh:<16} {s.gpus or '-':<8} "
                            f"{(s.spec_hash or '-')[:12]}{'  ' + detail if detail else ''}")
             click.echo("Ports are on each host's own 127.0.0.1, not this machine's: `devenv jupyter HOST` or "
                        "`devenv tunnel HOST PORT` forwards them here.")
             for s in rows:
+                if s.autostop and s.autostop.get("warning"):
+                    left = autostop_config.describe_window(s.autostop["stops_in_s"])
+                    click.secho(f"{s.host}: '{s.env}' {s.autostop.get('action') or 'stop'}s itself in {left} "
+                                f"unless it is used (idle {autostop_config.describe_window(s.autostop['idle_for_s'])}"
+                                f" of {autostop_config.describe_window(s.autostop['window_s'])})",
+                                fg="yellow", err=True)
                 if s.not_answering:
                     click.secho(f"{s.host}: '{s.env}' runs but {_silent(s, plain=True)}: "
                                 + "; ".join(f"{name} {said}" for name, said in s.answers.items()
@@ -77,6 +84,28 @@ def status(hosts: tuple[str, ...], accept_new_host: bool, as_json: bool) -> None
     code = worst_exit_code([err.exit_code for _, _, err in results if err])
     if code:
         raise SystemExit(code)
+
+
+def _autostop(s: EnvStatus) -> str:
+    """What autostop says of an environment: "idle 12 m, stops in 78 m", "stopped: idle 90 m", why it is not
+    idle ("in use: sessions, gpu"), and a signal it cannot read ("gpu unknown: nvidia-smi not found")."""
+    a = s.autostop
+    if not a:
+        return ""
+    describe = autostop_config.describe_window
+    if a["state"] in ("stopped", "stopping"):
+        verb = "removed" if a.get("action") == "down" else "stopped"
+        return click.style(f"{verb}: {a['reason'] or 'idle'}" if a["state"] == "stopped" else "autostop: stopping",
+                           fg="cyan")
+    if a["state"] == "not watching":
+        return click.style("autostop: the watcher is not running (`devenv up` starts it again)", fg="yellow")
+    unknown = "; ".join(f"{name} unknown: {said}" for name, said in a.get("unknown", {}).items())
+    if a.get("held_by"):
+        text = f"autostop: in use ({', '.join(a['held_by'])})"
+    else:
+        text = f"idle {describe(a['idle_for_s'])}, stops in {describe(a['stops_in_s'])}"
+    text += f"; {unknown}" if unknown else ""
+    return click.style(text, fg="yellow") if a.get("warning") or unknown else text
 
 
 def _silent(s: EnvStatus, plain: bool = False) -> str:

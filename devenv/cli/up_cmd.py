@@ -35,18 +35,28 @@ from devenv.services.session import open_env
 @click.option("--devcontainer", "devcontainer", metavar="PATH",
               help="A devcontainer.json (or a project folder with .devcontainer/) to build on; default: the one "
                    "in the current folder, if any.")
+@click.option("--autostop", "autostop", metavar="DURATION",
+              help="Stop the environment once idle this long (90m, 1h30m): no ssh/exec session, no detached run, "
+                   "no busy kernel, GPUs under 5 %. Instead of the profile's `autostop:`.")
+@click.option("--no-autostop", is_flag=True, help="Turn autostop off for this environment (the watcher ends).")
 @click.option("--sync", "sync_dir", metavar="DIR", type=click.Path(exists=True, file_okay=False),
               help="Copy the project folder DIR into the workspace once it is up (see `devenv sync`).")
 def up(host: str, env: str | None, accept_new_host: bool, detach: bool, assume_yes: bool, ready_timeout: float,
        gpus: str | None, allow_busy: bool, ca_bundle: str | None, wheelhouse: str | None, offline: bool,
-       as_json: bool, devcontainer: str | None, sync_dir: str | None) -> None:
+       as_json: bool, devcontainer: str | None, autostop: str | None, no_autostop: bool,
+       sync_dir: str | None) -> None:
     """Make (or reattach to) the environment on HOST: check, image, container, Jupyter and sshd, tunnels.
 
     Running it again is safe: a running environment with the same spec is only reattached; a changed one is
     shown as a diff and recreated on confirmation, keeping the workspace; a half-made one is finished.
     """
+    if autostop is not None and no_autostop:
+        raise click.UsageError("--autostop and --no-autostop contradict each other: pass one")
+    from devenv.config import autostop as autostop_config
+
     options = UpOptions(BuildInputs.from_options(ca_bundle, wheelhouse, offline), ready_timeout, assume_yes,
-                        allow_busy)
+                        allow_busy, autostop=autostop_config.from_flag(autostop) if autostop else None,
+                        no_autostop=no_autostop)
     events = ProgressPrinter()
     with open_env(host, env, accept_new_host=accept_new_host, events=events) as session:
         session.connect_ahead()  # every way through `up` connects: the connection overlaps what follows

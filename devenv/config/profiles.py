@@ -18,6 +18,7 @@ import yaml
 
 from devenv.cluster.slurm_job import SettingError, SlurmSettings
 from devenv.cluster.slurm_job import validate as validate_slurm
+from devenv.config import autostop as autostop_config
 from devenv.config import paths
 from devenv.config import validate as check
 from devenv.errors import ProfileError
@@ -69,6 +70,7 @@ class HostProfile:
     engine: str = "auto"              # container engine: auto (docker if its CLI is there, else podman) | docker | podman
     gpu_devices: str = "auto"         # how GPUs reach containers: auto (podman: cdi, docker: toolkit) | toolkit | cdi
     slurm: SlurmSettings | None = None      # runtime: slurm: what each environment job asks the scheduler for
+    autostop: autostop_config.Autostop | None = None   # the host's default for its environments (an env's wins)
 
     def __post_init__(self) -> None:
         if not isinstance(self.runtime, RuntimeKind):  # a plain string from a caller (replace(), tests)
@@ -126,6 +128,7 @@ class EnvProfile:
     user: str | None = None           # the non-root user exec, ssh, sync and Jupyter run as (made if missing)
     mounts: tuple[MountSpec, ...] = ()          # bind/tmpfs mounts (from a devcontainer.json), checked
     project_build: ProjectBuild | None = None   # a project's own Dockerfile, built first as the base
+    autostop: autostop_config.Autostop | None = None   # stop (or down) itself once idle this long (not in the spec)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -465,6 +468,26 @@ def _slurm(ctx: _Ctx, node: yaml.Node, where: str) -> SlurmSettings:
         raise ctx.fail(field_node, f"{where}.{exc.field}", problem, exc.hint) from None
 
 
+def _autostop(ctx: _Ctx, node: yaml.Node, where: str) -> autostop_config.Autostop:
+    """`autostop: 90m`, or a mapping {idle: 90m, action: stop|down, hook: CMD, gpu_threshold: 5, sample: 30s}."""
+    try:
+        if isinstance(node, yaml.MappingNode):
+            values = _fields(ctx, node, where, {
+                "idle": _string, "action": _choice(*autostop_config.ACTIONS), "hook": _string,
+                "gpu_threshold": lambda c, n, w: _number(c, n, w, 100), "sample": _string})
+            if "idle" not in values:
+                raise ctx.fail(node, where, "needs 'idle' (the window, e.g. 90m)", f"e.g. {where}: {{idle: 90m}}")
+            setting = autostop_config.Autostop(
+                autostop_config.parse_duration(values["idle"], where), values.get("action", "stop"),
+                values.get("hook"), float(values.get("gpu_threshold", 5.0)),
+                autostop_config.parse_duration(values["sample"], where) if "sample" in values else None)
+        else:
+            setting = autostop_config.Autostop(autostop_config.parse_duration(_scalar(ctx, node, where), where))
+        return autostop_config.validate(setting, where)
+    except autostop_config.AutostopError as exc:
+        raise ctx.fail(node, where, exc.message.split(": ", 1)[-1], exc.hint or "") from None
+
+
 HOST_SCHEMA: dict[str, FieldParser[object]] = {
     "description": _string,
     "local": _bool,
@@ -476,6 +499,7 @@ HOST_SCHEMA: dict[str, FieldParser[object]] = {
     "engine": _choice("auto", "docker", "podman"),
     "gpu_devices": _choice("auto", "toolkit", "cdi"),
     "slurm": _slurm,
+    "autostop": _autostop,
 }
 
 ENV_SCHEMA: dict[str, FieldParser[object]] = {
@@ -495,6 +519,7 @@ ENV_SCHEMA: dict[str, FieldParser[object]] = {
     "pip": _list_of(_checked(check.pip_spec_problem, "a requirement like numpy, numpy==2.1.0 or rich>=13,<14")),
     "apt": _list_of(_checked(check.apt_package_problem, "a package like ffmpeg or libsndfile1=1.2.0-1")),
     "user": _checked(check.user_problem, "a login name, e.g. user: dev (made in the image if missing)"),
+    "autostop": _autostop,
 }
 
 

@@ -71,6 +71,9 @@ class EnvStatus:
     # a scheduler job still waiting in its queue: Slurm's reason ("Resources") and its words, waited_s, its
     # position among the partition's pending jobs, how long `up` waits (limit_s), the estimated start
     queue: dict[str, Any] = field(default_factory=dict)
+    # its autostop watcher's last word (services/environments/autostop.summary): state, idle_for_s, stops_in_s,
+    # warning, reason, active/idle GPU-seconds; None where none was armed
+    autostop: dict[str, Any] | None = None
 
     @property
     def running(self) -> bool:

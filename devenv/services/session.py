@@ -191,6 +191,13 @@ class EnvSession:
 
         with up_lock(self.conn, owner(), self.env.name, self.events.step):  # one `up` of it at a time
             result = self.backend.up(self.env, key, events=self.events, options=options)
+            # the flag's, else the env profile's, else the host profile's (None: a running watcher stays)
+            setting = options.autostop or self.env.autostop or self.host.autostop
+            if setting is not None or options.no_autostop:
+                note = self.backend.arm_autostop(self.env, result, None if options.no_autostop else setting,
+                                                 disarm=options.no_autostop)
+                if note:
+                    result.notes.append(note)
         if key and self.env.sshd and result.host_key and "ssh" in result.status.ports:
             from devenv.services.ssh_entry import write_env_entry
 

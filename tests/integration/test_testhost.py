@@ -68,6 +68,7 @@ def test_the_devenv_home_holds_both_host_profiles(use_testhost, testhost):
     assert nodocker.ssh is not None and nodocker.ssh.alias == testhost.nodocker_alias
 
 
+@pytest.mark.slurm
 def test_slurm_cluster_runs_one_step_on_both_nodes_through_the_login_node(testhost):
     """The Slurm cluster testhost/setup starts: two compute nodes, reached from the test sshd (the login node)."""
     result = run(testhost.ssh_argv() + ["srun", "--nodes=2", "--ntasks=2", "--label", "--time=1",
@@ -76,6 +77,7 @@ def test_slurm_cluster_runs_one_step_on_both_nodes_through_the_login_node(testho
     assert sorted(result.stdout.split("\n")[:-1]) == ["0: node1", "1: node2"]
 
 
+@pytest.mark.slurm
 def test_the_devenv_home_holds_the_cluster_profile_with_a_python_for_jupyter(use_testhost, testhost):
     """testhost/setup writes `testcluster` (login node = the test sshd) whose python runs JupyterLab and torch
     on the compute nodes (setup once defined this profile but never wrote it, and `up` found no JupyterLab)."""

@@ -20,6 +20,7 @@ from enum import Enum
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from devenv.checks.report import CheckReport
+from devenv.config.autostop import Autostop
 from devenv.config.profiles import EnvProfile, HostProfile
 from devenv.env.image_context import BuildInputs
 from devenv.env.info import EnvStatus, ImageInfo, ProgressEvent
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
     from devenv.checks.report import CheckResult
     from devenv.remote.base import Connection
     from devenv.remote.envkey import EnvKey
+    from devenv.services.environments.autostop import AutostopPlan
     from devenv.services.monitor import JobPlace
 
 # chunks of (stdout, stderr) bytes, and a function giving the exit code once they are read
@@ -126,6 +128,9 @@ class UpOptions:
     # the caller opens a tunnel to Jupyter as soon as `up` returns (the CLI's held `up`): a backend reached
     # through a relay command may start the tunnel's first relay while it waits for Jupyter (JupyterAccess.spare)
     relay_ahead: bool = False
+    # `up --autostop 90m` (else the env profile's, else the host profile's `autostop:`); --no-autostop disarms
+    autostop: Autostop | None = None
+    no_autostop: bool = False
 
 
 @dataclass
@@ -280,6 +285,7 @@ class EnvironmentBackend(ABC):
     # gain where the lookup is slow: a container engine, a login node's squeue)
     early_preflight: ClassVar[bool] = False
     sanity_across_nodes: ClassVar[bool] = False   # `devenv sanity` runs across a job's nodes (multi-node)
+    autostops: ClassVar[bool] = False             # an idle environment can stop itself (autostop_plan)
     host: HostProfile
     check: Check | None                           # the preflight; None: `up` checks nothing
 
@@ -402,6 +408,23 @@ class EnvironmentBackend(ABC):
     def command_target(self, env_name: str, host_if_no_env: bool = False) -> CommandTarget:
         """Where commands run with the environment's python; when it is not running: raises, or with
         host_if_no_env runs on the host (the monitor's sanity key)."""
+
+    def autostop_plan(self, env: EnvProfile, result: UpResult) -> AutostopPlan:
+        """What the autostop watcher watches beside this environment and how it stops it (where `autostops`)."""
+        from devenv.config.autostop import AutostopError
+
+        raise AutostopError(f"autostop is not available for {self.traits.environment} yet",
+                            "leave autostop out of the profile, or pass --no-autostop")
+
+    @abstractmethod
+    def arm_autostop(self, env: EnvProfile, result: UpResult, setting: Autostop | None,
+                     disarm: bool = False) -> str | None:
+        """After `up`: start the watcher with setting (None: leave what is there), or end it (disarm); what was
+        done, for the result's notes (flow.FlowBackend, with autostop_plan)."""
+
+    @abstractmethod
+    def autostop_states(self) -> dict[str, dict[str, Any]]:
+        """OWNER-ENV -> what each environment's watcher last wrote (flow.FlowBackend; {} where none runs)."""
 
     def build_image(self, env: EnvProfile, inputs: BuildInputs,
                     progress: Callable[[ProgressEvent], None]) -> ImageInfo:

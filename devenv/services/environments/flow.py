@@ -12,10 +12,11 @@ environment once the backend took it down; `status` is what the host reports.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from devenv.env import state as envstate
 from devenv.env.info import EnvStatus
+from devenv.errors import DevenvError
 from devenv.services.environments.contract import (
     EnvironmentBackend,
     Events,
@@ -27,6 +28,7 @@ from devenv.services.environments.contract import (
 )
 
 if TYPE_CHECKING:
+    from devenv.config.autostop import Autostop
     from devenv.config.profiles import EnvProfile
     from devenv.remote.envkey import EnvKey
 
@@ -44,6 +46,18 @@ class FlowBackend(EnvironmentBackend):
 
     def status(self, all_owners: bool = True) -> list[EnvStatus]:
         return status(self, all_owners)
+
+    def arm_autostop(self, env: EnvProfile, result: UpResult, setting: Autostop | None,
+                     disarm: bool = False) -> str | None:
+        return arm_autostop(self, env, result, setting, disarm)
+
+    def autostop_states(self) -> dict[str, dict[str, Any]]:
+        conn = getattr(self, "conn", None)
+        if not self.autostops or conn is None:
+            return {}
+        from devenv.services.environments import autostop
+
+        return autostop.read_states(conn)
 
 
 def up(backend: EnvironmentBackend, env: EnvProfile, key: EnvKey | None, events: Events,
@@ -78,9 +92,50 @@ def _timed(result: UpResult, started: float) -> UpResult:
 
 def down(backend: EnvironmentBackend, env_name: str, purge: bool) -> Removed:
     removed = backend.take_down(env_name, purge)
+    conn = getattr(backend, "conn", None)
+    if backend.autostops and conn is not None:   # its watcher ends with it
+        from devenv.env.spec import owner
+        from devenv.services.environments import autostop
+
+        autostop.disarm(conn, f"{owner()}-{env_name}")
     envstate.forget(backend.host.name, env_name)
     return removed
 
 
 def status(backend: EnvironmentBackend, all_owners: bool) -> list[EnvStatus]:
-    return backend.list_environments(all_owners)
+    """What the host reports, each environment with its autostop watcher's state (one more round trip, only
+    where the backend autostops and has environments)."""
+    rows = backend.list_environments(all_owners)
+    states = backend.autostop_states() if rows else {}
+    if states:
+        from devenv.services.environments import autostop
+
+        for row in rows:
+            found = states.get(f"{row.owner}-{row.env}")
+            if found is not None:
+                row.autostop = autostop.summary(found, row.running)
+    return rows
+
+
+def arm_autostop(backend: EnvironmentBackend, env: EnvProfile, result: UpResult, setting: Autostop | None,
+                 disarm: bool) -> str | None:
+    """After `up`, within its lock: the watcher (re)started with setting, or ended with disarm; None leaves a
+    running watcher as it is (an `up` that only reattaches keeps what an earlier `up --autostop` armed)."""
+    from devenv.env.spec import owner
+    from devenv.services.environments import autostop
+
+    conn = getattr(backend, "conn", None)
+    if disarm:
+        if backend.autostops and conn is not None and autostop.disarm(conn, f"{owner()}-{env.name}"):
+            return "autostop turned off"
+        return None
+    if setting is None:
+        return None
+    plan = backend.autostop_plan(env, result)
+    if conn is None:
+        raise DevenvError("internal: autostop needs the host's connection", "report this bug")
+    autostop.arm(conn, plan, setting, owner(), env.name)
+    from devenv.config.autostop import describe_window
+
+    return (f"autostop: {setting.action} after {describe_window(setting.idle_s)} idle (no session, run, busy "
+            f"kernel or busy GPU; sampled every {setting.sample_s:g} s)")

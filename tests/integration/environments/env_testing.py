@@ -7,12 +7,14 @@ devenv runs as the user runs it: `python -m devenv ...` in a subprocess.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import secrets
 import shutil
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 from collections.abc import Iterator
@@ -136,6 +138,19 @@ def base_environ(testhost_vars: dict[str, str], home: Path) -> dict[str, str]:
     return environ
 
 
+@contextmanager
+def one_build_at_a_time(name: str) -> Iterator[None]:
+    """Held while a pytest process (an xdist worker) builds a shared test image: the first builds it, the others
+    wait and then find every layer cached, instead of all building it at once from scratch (on a fresh machine:
+    the same pip installs N times over, on 2 cores)."""
+    with open(Path(tempfile.gettempdir()) / f"devenv-tests-{name}.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
 @pytest.fixture(scope="session")
 def slim_image(testhost, tmp_path_factory) -> str:
     """The test image, built on the test host with `devenv image build` (cached layers make reruns quick)."""
@@ -143,7 +158,8 @@ def slim_image(testhost, tmp_path_factory) -> str:
     shutil.copytree(testhost.env["DEVENV_HOME"], home, dirs_exist_ok=True)
     env = EnvUnderTest("slim-image", home, base_environ(testhost.env, home))
     env.write_profile()
-    env.run("image", "build", "testbox", "--env", "slim-image", "-q", timeout=900)
+    with one_build_at_a_time("slim-image"):
+        env.run("image", "build", "testbox", "--env", "slim-image", "-q", timeout=900)
     assert docker("image", "inspect", SLIM_IMAGE).returncode == 0
     return SLIM_IMAGE
 
@@ -222,7 +238,8 @@ def podman_slim_image(testhost, tmp_path_factory) -> str:
     shutil.copytree(testhost.env["DEVENV_HOME"], home, dirs_exist_ok=True)
     env = PodmanEnv("slim-image", home, base_environ(testhost.env, home))
     env.write_profile()
-    env.run("image", "build", "testbox-podman", "--env", "slim-image", "-q", timeout=900)
+    with one_build_at_a_time("podman-slim-image"):
+        env.run("image", "build", "testbox-podman", "--env", "slim-image", "-q", timeout=900)
     assert podman("image", "exists", "devenv-test/pytorch:slim").returncode == 0
     return "devenv-test/pytorch:slim"
 

@@ -516,6 +516,31 @@ class Provisioner(FlowBackend):
     def workspace(self, env: EnvProfile) -> str:
         return env.volumes.get("workspace", "/workspace")
 
+    autostops = True
+
+    def autostop_plan(self, env: EnvProfile, result: UpResult):
+        """The watcher runs on the host beside the container (never inside: the container's restart policy,
+        unless-stopped, would start it again after an exit from within), with the host's python; it sees the
+        container's processes in the host's /proc by their cgroup, and stops it with the engine's CLI."""
+        from devenv.services.environments.autostop import RUNS_FOLDER, AutostopPlan
+
+        container = result.status.container
+        if not container:
+            raise DevenvError(f"no container for '{env.name}' to watch", "run `devenv up` again")
+        engine = "podman" if getattr(self.runtime, "engine", None) is not None and \
+            self.runtime.engine.name == "podman" else "docker"
+        gpus = _watched_gpus(result.status.gpus or env.gpus)
+        workspace = self.workspace(env)
+        return AutostopPlan(
+            key=f"{self.owner}-{env.name}", python=self.host.python,
+            sessions={"kind": "container", "container_id": container}, gpus=gpus,
+            runs_dir=f"{workspace}/{RUNS_FOLDER}", runs_exec=[engine, "exec", container],
+            stop_steps=[{"argv": [engine, "stop", container]}],
+            down_steps=[{"argv": [engine, "rm", "-f", container]}],
+            hook_prefix=[engine, "exec", "-w", workspace, container],
+            jupyter_port=result.status.ports.get("jupyter") if env.jupyter else None,
+            token=result.token if env.jupyter else None)
+
     def container_of(self, env_name: str) -> str:
         current = self.find(env_name)
         if current is None:
@@ -661,3 +686,12 @@ def _age_s(started_at: str) -> float:
     zone = found[3] if found[3] and found[3] != "Z" else "+00:00"
     when = datetime.fromisoformat(found[1] + (found[2] or "")[:7] + zone)  # Python 3.10 reads 6 digits at most
     return (datetime.now(timezone.utc) - when).total_seconds()
+
+
+def _watched_gpus(gpus: str | None) -> str:
+    """The GPUs the autostop watcher samples: "none", "all" or host indices "0,2" (a pick not yet made: all)."""
+    text = str(gpus or "none").strip()
+    if text in ("none", ""):
+        return "none"
+    text = text.removeprefix("device=")
+    return text if re.fullmatch(r"\d+(,\d+)*", text) else "all"

@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from devenv.remote.base import Connection
     from devenv.remote.envkey import EnvKey
     from devenv.runtimes.host_runtime import HostRuntime
+    from devenv.services.environments.autostop import AutostopPlan
 
 
 class HostProvisioner(FlowBackend):
@@ -234,6 +235,28 @@ class HostProvisioner(FlowBackend):
             raise DevenvError(f"no Jupyter token for '{env_name}' on {self.host.name}",
                               f"restart it: `devenv down {self.host.name}` then `devenv up {self.host.name}`")
         return token
+
+    autostops = True
+
+    def autostop_plan(self, env: EnvProfile, result: UpResult) -> AutostopPlan:
+        """The watcher runs beside Jupyter as the same user: sessions are that user's sshd sessions that run
+        something; stop ends Jupyter's process group (state.json stays: the next `up` starts it again), down
+        also removes the environment's folder (the workspace stays)."""
+        from devenv.services.environments.autostop import RUNS_FOLDER, AutostopPlan
+
+        key = self.key(env.name)
+        pid = int(result.status.container or 0)
+        if pid <= 1:
+            raise DevenvError(f"no Jupyter process for '{env.name}' to watch", "run `devenv up` again")
+        workspace = self.runtime.workspace(env.name)
+        gpus = str(result.status.gpus or "none")
+        return AutostopPlan(
+            key=key, python=self.host.python, sessions={"kind": "host", "uid": "self"},
+            gpus=gpus if gpus == "all" or gpus.replace(",", "").isdigit() else "none",
+            runs_dir=f"{workspace}/{RUNS_FOLDER}", stop_steps=[{"killpg": pid}],
+            down_steps=[{"killpg": pid}, {"argv": ["rm", "-rf", "--", self.runtime.env_dir(key)]}],
+            hook_prefix=[], hook_cwd=workspace, jupyter_port=result.status.ports.get("jupyter"),
+            token_file=f"{self.runtime.env_dir(key)}/jupyter_token", alive_pid=pid)
 
     def ssh_target(self, env_name: str) -> SshTarget:
         """The host itself: its own sshd serves the shell (there is no second sshd)."""

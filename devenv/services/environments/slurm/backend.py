@@ -31,7 +31,7 @@ from devenv.env import jupyter_scripts
 from devenv.env import spec as envspec
 from devenv.env import state as envstate
 from devenv.env.info import EnvStatus
-from devenv.errors import DevenvError, NotConfirmed
+from devenv.errors import ConnectError, DevenvError, NotConfirmed
 from devenv.services import jupyter
 from devenv.services.background import Background
 from devenv.services.environments.contract import (
@@ -61,6 +61,9 @@ if TYPE_CHECKING:
 LIVE = ("pending", "running", "ending")
 REPORT_EVERY_S = 10.0   # a pending job's line while `up` waits: at this cadence, and when the reason changes
 FIRST_REPORT_S = 3.0    # the first line waits for Slurm's first reason at most this long
+# The login node lost while `up` waits for its job: re-dialled after each of these pauses (30 s in all) to cancel
+# the job; a job it could not cancel is remembered here (env state `lost_job`) for status, up and down to name.
+RECONNECT_PAUSES_S = (1.0, 2.0, 4.0, 8.0, 15.0)
 
 _PROBE = jupyter_scripts.PROBE
 
@@ -172,6 +175,9 @@ class SlurmEnvironments(FlowBackend):
             detail = "ending (Slurm is cleaning up the job)"
         else:
             detail = f"ended: {job.end_text()}"
+        if job.phase in LIVE and envstate.load(self.host.name, env_name).get("lost_job") == job.job_id:
+            detail = (f"left by an `up` that lost its connection: `devenv down {self.host.name} --env {env_name}` "
+                      f"cancels it; {detail}")
         spec_hash = (job.comment or "").removeprefix("devenv:") or None
         return EnvStatus(
             host=self.host.name, env=env_name, owner=self.owner, runtime="slurm",
@@ -256,6 +262,11 @@ class SlurmEnvironments(FlowBackend):
         job: Job = found.handle
         events.step(f"Found job {job.job_id} ({job.state.lower()}) for '{env.name}' on {self.host.name}")
         token = self._reattach_token(env.name, self._prepared, self._fresh_token)
+        if envstate.load(self.host.name, env.name).get("lost_job") == job.job_id:
+            # an earlier `up` submitted it and lost the connection: this one takes it over, cleanup included
+            events.step(f"Job {job.job_id} was left in the queue when an earlier `up` lost its connection to "
+                        f"{self.host.name}; waiting for it now (Ctrl-C cancels it)")
+            return self._wait_submitted(env, job.job_id, events, options, "reattached", token)
         job = self._wait_start(env.name, job.job_id, events)
         spare = self._relay_ahead(env.name, job, options)
         state = self._wait_ready(env.name, job, events, options.ready_timeout, spare)
@@ -296,11 +307,19 @@ class SlurmEnvironments(FlowBackend):
         events.step(f"Submitting the job ({_describe(self.settings)})")
         job_id = self.slurm.submit(request, script)
         envstate.update(self.host.name, env.name, container=job_id, token=token, ports={})
+        return self._wait_submitted(env, job_id, events, options, action, token)
+
+    def _wait_submitted(self, env: EnvProfile, job_id: str, events: Events, options: UpOptions, action: str,
+                        token: str) -> UpResult:
+        """Wait for a job this `up` owns to start and for its Jupyter; on every way out it is cancelled, or, when
+        the login node cannot be reached again to cancel it, remembered and named (no silent orphan)."""
         try:
             job = self._wait_start(env.name, job_id, events)
             spare = self._relay_ahead(env.name, job, options)
             state = self._wait_ready(env.name, job, events, options.ready_timeout, spare)
-        except BaseException as exc:   # Jupyter never answered, Ctrl-C, a lost connection: leave no orphan job
+        except ConnectError as lost:   # the login node is gone: the job can only be cancelled from there
+            raise self._lost_connection(env.name, job_id, lost, events) from lost
+        except BaseException as exc:   # Jupyter never answered, Ctrl-C, SIGTERM: leave no orphan job
             self._cancel_quietly(job_id)
             if isinstance(exc, KeyboardInterrupt):   # Ctrl-C, SIGTERM, SIGHUP: what became of the job is said
                 events.step(f"Interrupted: devenv cancelled job {job_id}")
@@ -308,8 +327,38 @@ class SlurmEnvironments(FlowBackend):
                 exc.hint = f"devenv cancelled job {job_id}; " + (exc.hint or "")
             raise
         result = self._up_result(env.name, job, state, action, token, spare)
-        envstate.update(self.host.name, env.name, container=job_id, token=token, ports=result.status.ports)
+        envstate.update(self.host.name, env.name, container=job_id, token=token, ports=result.status.ports,
+                        lost_job=None)
         return result
+
+    def _lost_connection(self, env_name: str, job_id: str, lost: ConnectError, events: Events) -> ConnectError:
+        """The connection to the login node died while `up` waited for job_id. Said at once; the login node is
+        dialled again after each of RECONNECT_PAUSES_S to cancel the job (what any other way out of the wait
+        does). When it does not answer, the job is remembered on this laptop, so that `status`, `up` and `down`
+        name it, and the error says how to end it. Either way `up` failed on the connection: exit 3."""
+        host, again = self.host.name, f"--env {env_name}"
+        envstate.update(host, env_name, lost_job=job_id)   # first: a Ctrl-C in the retries leaves it named
+        events.step(f"Lost the connection to {host} while `up` waited for job {job_id} ({lost.message}); "
+                    f"reconnecting to cancel the job (for at most {sum(RECONNECT_PAUSES_S):.0f} s)")
+        for pause in RECONNECT_PAUSES_S:
+            self._sleep(pause)
+            try:
+                job = self.slurm.job(job_id)
+                if job is not None and job.phase in LIVE:
+                    self.slurm.cancel(job_id)
+            except ConnectError:
+                continue
+            envstate.update(host, env_name, lost_job=None)
+            events.step(f"Reconnected to {host}: devenv cancelled job {job_id}")
+            return ConnectError(f"the connection to {host} was lost while `up` waited for job {job_id}; devenv "
+                                f"reconnected and cancelled the job", f"`devenv up {host} {again}` submits a new "
+                                f"one when the connection is steady (the workspace is kept)")
+        return ConnectError(f"the connection to {host} was lost while `up` waited for job {job_id}, and {host} did "
+                            f"not answer again within {sum(RECONNECT_PAUSES_S):.0f} s: job {job_id} may still be "
+                            f"queued, and would hold a node once it starts",
+                            f"when {host} answers, `devenv down {host} {again}` cancels it (or `scancel {job_id}` "
+                            f"on the login node); `devenv status {host}` shows it, `devenv up {host} {again}` "
+                            f"waits for it")
 
     def _up_result(self, env_name: str, job: Job, state: dict, action: str, token: str,
                    spare: Spare | None = None) -> UpResult:

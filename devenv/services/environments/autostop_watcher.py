@@ -1,0 +1,509 @@
+"""The autostop watcher: a self-contained, stdlib-only program devenv copies to the GPU host and starts detached
+beside the environment (services/environments/autostop.py arms it), so that an idle environment stops itself with
+the laptop closed. `python3 autostop_watcher.py CONFIG.json` (the config is 0600, written by devenv; nothing of it
+is ever on a command line).
+
+Every `interval_s` it takes one sample of each signal; the environment is idle only while ALL of them say idle:
+  sessions  no ssh/exec session into the environment (an sshd session process with a child, a `docker exec`)
+  runs      no detached run running (runs_dir/*/state.json says "running" and its pid lives)
+  jupyter   no kernel busy, no kernel or terminal activity since the last sample (Jupyter's own API)
+  gpu       every one of the environment's GPUs under gpu_threshold % (one nvidia-smi per sample; no CUDA)
+A signal that cannot be read is "unknown" and holds the clock like activity: nvidia-smi failing never stops a
+busy environment. Idle time accrues on the MONOTONIC clock, and a gap between samples longer than two intervals
+(the watcher was starved, the host slept) adds at most two intervals: a clock jump never stops anything.
+Once idle for idle_s: the hook (if any) runs, then the action (stop or down); the state file says why.
+
+The judging logic (Judge, the parsers, the pure signal readers over /proc snapshots) is importable and tested
+without a host (tests/test_autostop_watcher.py); main() is the only part that touches the machine.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from typing import Any
+
+SCHEMA = 1
+NVIDIA_SMI_QUERY = ["--query-gpu=index,utilization.gpu", "--format=csv,noheader,nounits"]
+ACTIVE, IDLE, UNKNOWN, ABSENT, SKIPPED = "active", "idle", "unknown", "absent", "skipped"
+
+
+# --- the decision -------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Signal:
+    """One signal's reading: active, idle, unknown (could not be read: holds the clock) or absent (the env has
+    no such thing: no GPUs, no Jupyter), with what was seen, for status."""
+
+    state: str
+    said: str = ""
+
+    @property
+    def holds(self) -> bool:
+        return self.state in (ACTIVE, UNKNOWN)
+
+
+@dataclass
+class Judge:
+    """The idle clock: idle_for grows only across samples where no signal holds it, on the monotonic clock."""
+
+    idle_s: float
+    interval_s: float
+    idle_for: float = 0.0
+    last: float | None = None            # the monotonic time of the previous sample
+    held_by: list[str] = field(default_factory=list)
+
+    def observe(self, now: float, signals: dict[str, Signal]) -> bool:
+        """Take one sample's signals at monotonic `now`; True once idle for the whole window."""
+        gap = 0.0 if self.last is None else max(0.0, now - self.last)
+        self.last = now
+        self.held_by = [name for name, sig in signals.items() if sig.holds]
+        if self.held_by:
+            self.idle_for = 0.0
+        else:   # a long gap is time nobody looked at: it counts for at most two intervals
+            self.idle_for += min(gap, 2 * self.interval_s)
+        return self.idle_for >= self.idle_s
+
+    @property
+    def stops_in(self) -> float:
+        return max(0.0, self.idle_s - self.idle_for)
+
+
+@dataclass
+class GpuSeconds:
+    """GPU-seconds since the watcher started: each GPU's share of each sample gap, active or idle by threshold."""
+
+    active: float = 0.0
+    idle: float = 0.0
+
+    def add(self, gap: float, utilizations: list[float] | None, threshold: float) -> None:
+        if not utilizations or gap <= 0:
+            return
+        busy = sum(1 for u in utilizations if u >= threshold)
+        self.active += gap * busy
+        self.idle += gap * (len(utilizations) - busy)
+
+
+# --- the signals, pure over what was read ---------------------------------------------------------------------
+
+
+def parse_gpu_utilization(text: str, gpus: str) -> dict[int, float]:
+    """{index: utilization %} of `nvidia-smi --query-gpu=index,utilization.gpu --format=csv,noheader,nounits`,
+    only the environment's GPUs (gpus: "all" or "0,2"). A field nvidia-smi cannot read ([N/A]) raises
+    ValueError: the signal is unknown then, never idle."""
+    wanted = None if gpus == "all" else {int(g) for g in gpus.split(",") if g.strip()}
+    found: dict[int, float] = {}
+    for line in text.strip().splitlines():
+        index_text, _, util_text = line.partition(",")
+        index = int(index_text.strip())
+        if wanted is not None and index not in wanted:
+            continue
+        found[index] = float(util_text.strip().rstrip("%").strip())
+    if not found or (wanted is not None and set(found) != wanted):
+        raise ValueError(f"nvidia-smi shows none of GPU {gpus}" if not found else
+                         f"nvidia-smi lacks GPU {','.join(str(g) for g in sorted(wanted - set(found)))}"
+                         if wanted else "no GPU")
+    return found
+
+
+def gpu_signal(utilization: dict[int, float] | None, error: str, threshold: float) -> Signal:
+    if utilization is None:
+        return Signal(UNKNOWN, error or "nvidia-smi gave nothing")
+    busy = {i: u for i, u in utilization.items() if u >= threshold}
+    shown = ", ".join(f"GPU {i} {u:.0f}%" for i, u in sorted(utilization.items()))
+    return Signal(ACTIVE if busy else IDLE, shown)
+
+
+@dataclass(frozen=True)
+class Proc:
+    pid: int
+    ppid: int
+    uid: int
+    cmd: str                 # argv joined by spaces (an sshd session's title: "sshd: alice@pts/0")
+    cgroup: str = ""
+    ns_pid: int = 0          # its pid in its own pid namespace (1: a container's init)
+
+
+def sessions_in_container(procs: list[Proc], container_id: str) -> list[Proc]:
+    """Sessions into a container: its sshd's session processes that run something, and `docker exec`
+    processes (in the container's cgroup, their parent outside it, not its init)."""
+    inside = {p.pid: p for p in procs if container_id and container_id in p.cgroup}
+    parents = {p.ppid for p in procs}
+    found = []
+    for p in inside.values():
+        if (_sshd_session(p) and p.pid in parents) or (p.ppid not in inside and p.ns_pid != 1):
+            found.append(p)
+    return found
+
+
+def sessions_on_host(procs: list[Proc], uid: int, exclude: set[int]) -> list[Proc]:
+    """Sessions of a user on a bare host: their sshd session processes that run something (a shell, an exec'd
+    command); a connection that only forwards ports (a tunnel to Jupyter) runs nothing and does not count."""
+    children: dict[int, list[int]] = {}
+    for p in procs:
+        children.setdefault(p.ppid, []).append(p.pid)
+    return [p for p in procs if p.uid == uid and _sshd_session(p) and p.pid not in exclude
+            and any(c not in exclude for c in children.get(p.pid, []))]
+
+
+def _sshd_session(p: Proc) -> bool:
+    return p.cmd.startswith("sshd: ") and "@" in p.cmd
+
+
+def run_phase(has_exit: bool, pid_line: str | None, proc_stat: str | None) -> str:
+    """A detached run's phase as devenv/env/runs.py's state_of says it (issue 23's layout: RUN/exit once ended,
+    RUN/pid = "SUPERVISOR STARTTIME PGID EPOCH" once started): running while its supervisor lives with that start
+    time (pids are reused) and is no zombie; starting before the pid file; lost when the supervisor is gone."""
+    if has_exit:
+        return "exited"
+    if pid_line is None:
+        return "starting"
+    fields = pid_line.split()
+    if proc_stat and len(fields) >= 2:
+        rest = proc_stat.rsplit(") ", 1)[-1].split()
+        if len(rest) >= 20 and rest[0] != "Z" and rest[19] == fields[1]:
+            return "running"
+    return "lost"
+
+
+def runs_signal(phases: dict[str, str]) -> Signal:
+    """Detached runs: one running (or starting) is activity."""
+    live = sorted(run for run, phase in phases.items() if phase in ("running", "starting"))
+    if live:
+        return Signal(ACTIVE, f"{len(live)} running ({', '.join(live[:3])})")
+    return Signal(IDLE, "none running")
+
+
+@dataclass
+class JupyterSeen:
+    """What the previous sample saw of Jupyter: activity is a change of it (never a wall-clock comparison)."""
+
+    kernels: dict[str, str] = field(default_factory=dict)     # kernel id -> its last_activity
+    terminals: dict[str, str] = field(default_factory=dict)   # terminal name -> its last_activity
+    first: bool = True
+
+
+def jupyter_signal(kernels: list[dict[str, Any]], terminals: list[dict[str, Any]], seen: JupyterSeen) -> Signal:
+    """Busy kernels, and kernels or terminals whose last_activity moved since the last sample, are activity.
+    Jupyter's API-wide last_activity is left out on purpose: an open browser tab polls the API all night."""
+    busy = [k for k in kernels if k.get("execution_state") in ("busy", "starting")]
+    now_kernels = {str(k.get("id")): str(k.get("last_activity")) for k in kernels}
+    now_terms = {str(t.get("name")): str(t.get("last_activity")) for t in terminals}
+    moved = [] if seen.first else [k for k, v in now_kernels.items() if seen.kernels.get(k) != v]
+    typed = [] if seen.first else [t for t, v in now_terms.items() if seen.terminals.get(t) != v]
+    seen.kernels, seen.terminals, seen.first = now_kernels, now_terms, False
+    if busy:
+        return Signal(ACTIVE, f"{len(busy)} kernel(s) busy")
+    if moved or typed:
+        return Signal(ACTIVE, "kernel or terminal activity")
+    return Signal(IDLE, f"{len(kernels)} kernel(s) idle, {len(terminals)} terminal(s)")
+
+
+def describe(seconds: float) -> str:
+    """90 m, 45 s, 2 h 5 m: how status says a duration."""
+    seconds = max(0, int(round(seconds)))
+    if seconds < 120:
+        return f"{seconds} s"
+    minutes = seconds // 60
+    return f"{minutes} m" if minutes < 120 else f"{minutes // 60} h {minutes % 60} m"
+
+
+def state_record(config: dict[str, Any], judge: Judge, signals: dict[str, Signal], gpu_s: GpuSeconds,
+                 state: str, reason: str = "") -> dict[str, Any]:
+    """What the state file holds (status reads it): the watcher's state, the clock, each signal, GPU-seconds."""
+    return {"schema": SCHEMA, "env": config.get("env"), "pid": os.getpid(), "state": state,
+            "window_s": judge.idle_s, "interval_s": judge.interval_s, "idle_for_s": round(judge.idle_for, 1),
+            "stops_in_s": round(judge.stops_in, 1), "held_by": judge.held_by,
+            "signals": {name: {"state": s.state, "said": s.said} for name, s in signals.items()},
+            "active_gpu_s": round(gpu_s.active, 1), "idle_gpu_s": round(gpu_s.idle, 1),
+            "action": config.get("action", "stop"), "reason": reason,
+            "updated_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+
+
+# --- reading the machine (main's part) -----------------------------------------------------------------------
+
+
+def read_procs() -> list[Proc]:
+    procs = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/status") as f:
+                fields = dict(line.split(":", 1) for line in f if ":" in line)
+            with open(f"/proc/{entry}/cmdline", "rb") as fb:
+                cmd = fb.read().replace(b"\0", b" ").decode(errors="replace").strip()
+            with open(f"/proc/{entry}/cgroup") as f:
+                cgroup = f.read()
+        except OSError:
+            continue
+        ns = fields.get("NSpid", "").split()
+        procs.append(Proc(int(entry), int(fields.get("PPid", "0").strip() or 0),
+                          int(fields.get("Uid", "0").split()[0] or 0), cmd, cgroup, int(ns[-1]) if ns else 0))
+    return procs
+
+
+def read_gpus(config: dict[str, Any]) -> tuple[dict[int, float] | None, str]:
+    command = [config.get("nvidia_smi") or "nvidia-smi", *NVIDIA_SMI_QUERY]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=30)
+    except FileNotFoundError:
+        return None, "nvidia-smi not found"
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return None, f"nvidia-smi failed: {exc}"
+    if done.returncode != 0:
+        return None, f"nvidia-smi exit {done.returncode}: {(done.stderr or done.stdout).strip()[:200]}"
+    try:
+        return parse_gpu_utilization(done.stdout, str(config.get("gpus", "all"))), ""
+    except ValueError as exc:
+        return None, str(exc)
+
+
+def read_jupyter(config: dict[str, Any], seen: JupyterSeen) -> Signal:
+    jupyter = config.get("jupyter")
+    if not jupyter:
+        return Signal(ABSENT, "no Jupyter")
+    try:
+        with open(os.path.expanduser(jupyter["token_file"])) as f:
+            token = f.read().strip()
+        base = f"http://127.0.0.1:{int(jupyter['port'])}"
+        got = []
+        for path in ("/api/kernels", "/api/terminals"):
+            request = urllib.request.Request(f"{base}{path}?no_track_activity=1",
+                                             headers={"Authorization": f"token {token}"})
+            try:
+                with urllib.request.urlopen(request, timeout=10) as response:
+                    got.append(json.loads(response.read() or b"[]"))
+            except urllib.error.HTTPError as exc:
+                if path == "/api/terminals" and exc.code == 404:   # terminals turned off
+                    got.append([])
+                else:
+                    raise
+        return jupyter_signal(got[0], got[1], seen)
+    except (OSError, ValueError, KeyError) as exc:
+        return Signal(UNKNOWN, f"Jupyter did not answer: {exc}"[:200])
+
+
+def read_runs(config: dict[str, Any], root: str) -> Signal:
+    """The environment's detached runs, read under root (/ on a bare host, the container's root through
+    /proc/INIT/root on a Docker host); where that cannot be read (not root on the host), runs_exec asks inside
+    the environment (one `docker exec`, only when no other signal already holds the clock)."""
+    runs_dir = config.get("runs_dir")
+    if not runs_dir:
+        return Signal(ABSENT, "no runs folder")
+    base = root.rstrip("/") + os.path.expanduser(runs_dir) if root != "/" else os.path.expanduser(runs_dir)
+    try:
+        names = os.listdir(base)
+    except FileNotFoundError:
+        names = []
+    except OSError as exc:   # the container's root is not ours to read
+        return read_runs_inside(config, exc)
+    phases = {}
+    for name in names:
+        run = os.path.join(base, name)
+        if not os.path.exists(os.path.join(run, "meta.json")):
+            continue
+        pid_line = _read(os.path.join(run, "pid"))
+        stat = None
+        if pid_line and pid_line.split():
+            stat = _read(f"{root.rstrip('/')}/proc/{pid_line.split()[0]}/stat")
+        phases[name] = run_phase(os.path.exists(os.path.join(run, "exit")), pid_line, stat)
+    return runs_signal(phases)
+
+
+# run inside the environment when its files cannot be read from the host: one line per run, "ID PHASE"
+RUNS_INSIDE = r"""
+cd "$1" 2>/dev/null || exit 0
+for m in */meta.json; do
+  [ -e "$m" ] || continue; d=${m%/meta.json}
+  if [ -e "$d/exit" ]; then echo "$d exited"; continue; fi
+  if [ ! -e "$d/pid" ]; then echo "$d starting"; continue; fi
+  read -r sup st pg ep < "$d/pid"; line=""; [ -r "/proc/$sup/stat" ] && read -r line < "/proc/$sup/stat"
+  rest=${line##*) }; set -- $rest
+  if [ -n "$line" ] && [ "$1" != Z ] && [ "${20}" = "$st" ]; then echo "$d running"; else echo "$d lost"; fi
+done
+"""
+
+
+def read_runs_inside(config: dict[str, Any], why: OSError) -> Signal:
+    prefix = config.get("runs_exec")
+    if not prefix:
+        return Signal(UNKNOWN, f"cannot read the runs folder: {why.strerror}")
+    try:
+        done = subprocess.run([*prefix, "sh", "-c", RUNS_INSIDE, "devenv-runs", config["runs_dir"]],
+                              capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return Signal(UNKNOWN, f"cannot ask for the runs: {exc.__class__.__name__}")
+    if done.returncode != 0:
+        return Signal(UNKNOWN, f"cannot ask for the runs: exit {done.returncode}")
+    return runs_signal(dict(line.split(" ", 1) for line in done.stdout.splitlines() if " " in line))
+
+
+def _read(path: str) -> str | None:
+    try:
+        with open(path) as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
+def _alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+        return True
+    except PermissionError:
+        return True
+    except OSError:
+        return False
+
+
+def environment_gone(config: dict[str, Any], procs: list[Proc]) -> bool:
+    """The environment stopped without the watcher (down, docker stop, a crash): nothing left to watch."""
+    scope = config["sessions"]
+    if scope["kind"] == "container":
+        return container_init(procs, scope["container_id"]) is None
+    pid = int(config.get("alive_pid") or 0)
+    return pid > 0 and not _alive(pid)
+
+
+def sample(config: dict[str, Any], seen: JupyterSeen) -> tuple[dict[str, Signal], dict[int, float] | None]:
+    """One sample of every signal. The GPU is always read (GPU-seconds are counted either way) and Jupyter too
+    (its activity is a change between samples); the runs are asked last."""
+    procs = read_procs()
+    if environment_gone(config, procs):
+        raise EnvironmentGone()
+    scope = config["sessions"]
+    root = "/"
+    if scope["kind"] == "container":
+        sessions = sessions_in_container(procs, scope["container_id"])
+        init = container_init(procs, scope["container_id"])
+        root = f"/proc/{init}/root" if init else ""
+    else:
+        uid = os.getuid() if scope.get("uid", "self") == "self" else int(scope["uid"])
+        sessions = sessions_on_host(procs, uid, _ancestry(procs, os.getpid()))
+    signals = {"sessions": Signal(ACTIVE if sessions else IDLE, f"{len(sessions)} open" if sessions else "none")}
+    signals["jupyter"] = read_jupyter(config, seen)
+    utilization = None
+    if str(config.get("gpus", "none")) == "none":
+        signals["gpu"] = Signal(ABSENT, "no GPUs")
+    else:
+        utilization, error = read_gpus(config)
+        signals["gpu"] = gpu_signal(utilization, error, float(config.get("gpu_threshold", 5.0)))
+    if any(s.holds for s in signals.values()):
+        signals["runs"] = Signal(SKIPPED, "not asked: another signal holds the clock")
+    elif not root:
+        signals["runs"] = Signal(UNKNOWN, "the container is not running")
+    else:
+        signals["runs"] = read_runs(config, root)
+    return signals, utilization
+
+
+class EnvironmentGone(Exception):
+    """What the watcher watched is no longer there."""
+
+
+def container_init(procs: list[Proc], container_id: str) -> int | None:
+    """The host pid of the container's init (pid 1 in its namespace)."""
+    return next((p.pid for p in procs if container_id and container_id in p.cgroup and p.ns_pid == 1), None)
+
+
+def _ancestry(procs: list[Proc], pid: int) -> set[int]:
+    by_pid = {p.pid: p for p in procs}
+    chain = set()
+    while pid in by_pid and pid not in chain:
+        chain.add(pid)
+        pid = by_pid[pid].ppid
+    return chain
+
+
+def write_state(path: str, record: dict[str, Any]) -> None:
+    tmp = f"{path}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        json.dump(record, f)
+    os.replace(tmp, path)
+
+
+def act(config: dict[str, Any]) -> str:
+    """The hook (its failure is said, and the stop goes on: an idle GPU is not kept for a failed hook), then the
+    action: an argv (docker stop, scancel) or a process group ended (TERM, then KILL after 5 s)."""
+    notes = []
+    hook = config.get("hook_argv")
+    if hook:
+        try:
+            cwd = os.path.expanduser(config["hook_cwd"]) if config.get("hook_cwd") else None
+            done = subprocess.run(hook, capture_output=True, timeout=float(config.get("hook_timeout_s", 600)),
+                                  cwd=cwd if cwd and os.path.isdir(cwd) else None)
+            notes.append("hook ran" if done.returncode == 0 else f"hook failed (exit {done.returncode})")
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            notes.append(f"hook failed ({exc.__class__.__name__})")
+    for step in config.get("action_steps", []):
+        if "argv" in step:
+            argv = [os.path.expanduser(a) if a.startswith("~/") else a for a in step["argv"]]
+            try:
+                subprocess.run(argv, capture_output=True, timeout=120)
+            except (OSError, subprocess.TimeoutExpired) as exc:
+                notes.append(f"{argv[0]} failed ({exc.__class__.__name__})")
+        elif "killpg" in step:
+            _end_group(int(step["killpg"]))
+    return "; ".join(notes)
+
+
+def _end_group(pid: int) -> None:
+    if pid <= 1:
+        return
+    try:
+        os.killpg(pid, signal.SIGTERM)
+    except OSError:
+        return
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and _alive(pid):
+        time.sleep(0.2)
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except OSError:
+        pass
+
+
+def main(argv: list[str]) -> int:
+    with open(argv[1]) as f:
+        config = json.load(f)
+    judge = Judge(float(config["idle_s"]), float(config["interval_s"]))
+    gpu_s, seen = GpuSeconds(), JupyterSeen()
+    state_file = os.path.expanduser(config["state_file"])
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    samples = 0
+    while True:
+        now = time.monotonic()
+        gap = 0.0 if judge.last is None else min(now - judge.last, 2 * judge.interval_s)
+        try:
+            signals, utilization = sample(config, seen)
+        except EnvironmentGone:
+            write_state(state_file, {**state_record(config, judge, {}, gpu_s, "ended",
+                                                    "the environment stopped by other means"), "samples": samples})
+            return 0
+        samples += 1
+        gpu_s.add(gap, list(utilization.values()) if utilization else None, float(config.get("gpu_threshold", 5)))
+        if judge.observe(now, signals):
+            write_state(state_file, state_record(config, judge, signals, gpu_s, "stopping",
+                                                 f"idle {describe(judge.idle_s)}"))
+            notes = act(config)
+            reason = f"idle {describe(judge.idle_s)}" + (f"; {notes}" if notes else "")
+            write_state(state_file, state_record(config, judge, signals, gpu_s, "stopped", reason))
+            return 0
+        write_state(state_file, {**state_record(config, judge, signals, gpu_s, "watching"), "samples": samples})
+        time.sleep(judge.interval_s)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,150 @@
+"""Autostop on the real test host, with a window of a few seconds: the watcher runs on the host beside the
+environment (a Docker container, or Jupyter on the bare host), holds while a session is open or a detached run
+runs, stops the environment once idle, and the workspace comes back with `up`. Every wait is on an event (the
+watcher's state file, the container's state), bounded; nothing sleeps for a time and nothing asserts one."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+WINDOW = "4s"        # sampled every second (a tenth of the window, at least 1 s)
+BOUND_S = 180        # the most any one wait may take on a loaded machine
+
+
+def watcher_state(key: str) -> dict:
+    """The watcher's state file on the test host (this machine: testbox is sshd on its loopback)."""
+    try:
+        return json.loads(Path(os.path.expanduser(f"~/.devenv/autostop/{key}/state.json")).read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def wait_for(what: str, ready, bound: float = BOUND_S):
+    """ready() until it gives something true, at most `bound` seconds (an event, polled; no timing asserted)."""
+    deadline = time.monotonic() + bound
+    while time.monotonic() < deadline:
+        got = ready()
+        if got:
+            return got
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def held_through_windows(key: str, holder: str, windows: int = 3) -> dict:
+    """The watcher took enough samples, each held by `holder`, to have stopped the environment `windows` times
+    over had it been idle."""
+    first = wait_for(f"a sample held by {holder}", lambda: (s := watcher_state(key)).get("samples")
+                     and holder in s.get("held_by", []) and s)
+    needed = first["samples"] + windows * int(first["window_s"] / first["interval_s"] + 1)
+    state = wait_for(f"{needed} samples", lambda: (s := watcher_state(key)).get("samples", 0) >= needed and s)
+    assert state["state"] == "watching" and holder in state["held_by"], state
+    return state
+
+
+def start_session(test_env, host: str, env: str) -> subprocess.Popen:
+    """An interactive `devenv exec` (stdin open: through the environment's shell), waiting on its stdin."""
+    proc = test_env.popen("exec", host, "--env", env, "--", "sh", "-c", "echo ready; read line",
+                          stdin=subprocess.PIPE)
+    line = proc.stdout.readline()
+    assert line.strip() == "ready", (line, proc.stderr.read() if proc.poll() is not None else "")
+    return proc
+
+
+def end_session(proc: subprocess.Popen) -> None:
+    proc.stdin.close()
+    proc.wait(60)
+
+
+def start_detached_run(run_root: str, key: str) -> tuple[subprocess.Popen, Path]:
+    """A detached run as issue 23 lays it out (RUNS/ID/meta.json, RUNS/ID/pid = SUPERVISOR STARTTIME PGID EPOCH),
+    made here by hand until `devenv run` lands: a process whose pid and start time the file names."""
+    proc = subprocess.Popen(["sleep", "600"])
+    run = Path(run_root) / ".devenv" / "runs" / f"{key}0001"
+    run.mkdir(parents=True, exist_ok=True)
+    (run / "meta.json").write_text('{"id": "run"}\n')
+    start = Path(f"/proc/{proc.pid}/stat").read_text().rsplit(") ", 1)[1].split()[19]
+    (run / "pid").write_text(f"{proc.pid} {start} {proc.pid} 0\n")
+    return proc, run
+
+
+def test_docker_env_stops_when_idle_not_while_used_and_up_brings_it_back(test_env):
+    env = test_env.name
+    key = f"t-{env}"
+    test_env.run("up", "testbox", "--env", env, "--detach")
+    test_env.run("exec", "testbox", "--env", env, "--", "sh", "-c", "echo kept > /workspace/note")
+
+    session = start_session(test_env, "testbox", env)
+    try:   # armed by an `up` that reattaches while the session is open: the window cannot end before it
+        up = json.loads(test_env.run("up", "testbox", "--env", env, "--detach", "--json", "--autostop",
+                                     WINDOW).stdout)
+        assert up["action"] == "reattached"
+        assert any(n.startswith("autostop: stop after 4 s idle") for n in up["notes"]), up["notes"]
+        held_through_windows(key, "sessions")
+        assert test_env.state() == "running"
+        listed = json.loads(test_env.run("status", "testbox", "--json").stdout)["environments"]
+        mine = next(e for e in listed if e["env"] == env)
+        assert mine["autostop"]["state"] == "watching" and "sessions" in mine["autostop"]["held_by"]
+        assert {"active_gpu_s", "idle_gpu_s"} <= set(mine["autostop"])
+    finally:
+        end_session(session)
+
+    wait_for("the container stopped by autostop", lambda: test_env.state() == "exited")
+    state = wait_for("the watcher's last word", lambda: (s := watcher_state(key)).get("state") == "stopped" and s)
+    assert state["reason"] == "idle 4 s"
+    listed = json.loads(test_env.run("status", "testbox", "--json").stdout)["environments"]
+    mine = next(e for e in listed if e["env"] == env)
+    assert mine["state"] == "exited" and mine["autostop"]["state"] == "stopped"
+    text = test_env.run("status", "testbox").stdout
+    assert "stopped: idle 4 s" in text
+
+    again = json.loads(test_env.run("up", "testbox", "--env", env, "--detach", "--json").stdout)
+    assert again["action"] == "started", again
+    assert test_env.run("exec", "testbox", "--env", env, "--", "cat", "/workspace/note").stdout == "kept\n"
+    test_env.run("down", "testbox", "--env", env)
+    assert not Path(os.path.expanduser(f"~/.devenv/autostop/{key}")).exists(), "down ends the watcher"
+
+
+def test_bare_host_env_holds_while_a_detached_run_runs_then_stops(test_env, host_python):
+    env = test_env.name
+    host = f"bare-{env}"
+    key = f"t-{env}"
+    (test_env.home / "profiles" / "hosts" / f"{host}.yaml").write_text(
+        f"description: the test host without Docker\nssh:\n  alias: testbox\nruntime: host\n"
+        f"python: {host_python}\ndefault_env: {env}\n")
+    workspace = os.path.expanduser(f"~/devenv-workspaces/{env}")
+    run = None
+    try:
+        up = json.loads(test_env.run("up", host, "--detach", "--json").stdout)
+        pid = int(up["status"]["container"])
+        test_env.run("exec", host, "--", "sh", "-c", "echo kept > note")
+        run, folder = start_detached_run(workspace, "a1b2")
+        test_env.run("up", host, "--detach", "--autostop", WINDOW)    # armed while the run runs
+        held_through_windows(key, "runs")
+        assert Path(f"/proc/{pid}").exists()
+        (folder / "exit").write_text("0 0\n")     # the run ended, as its supervisor records it
+        run.kill()
+        run.wait(30)
+
+        state = wait_for("the watcher's last word", lambda: (s := watcher_state(key)).get("state") == "stopped"
+                         and s)
+        assert state["reason"] == "idle 4 s"
+        wait_for("Jupyter ended", lambda: not Path(f"/proc/{pid}").exists())
+        again = json.loads(test_env.run("up", host, "--detach", "--json").stdout)
+        assert again["action"] == "started"
+        assert Path(workspace, "note").read_text() == "kept\n"
+    finally:
+        if run is not None and run.poll() is None:
+            run.kill()
+        test_env.run("down", host, "--purge", "--yes", check=False)
+        shutil.rmtree(os.path.expanduser(f"~/.devenv/envs/{key}"), ignore_errors=True)
+        shutil.rmtree(os.path.expanduser(f"~/.devenv/autostop/{key}"), ignore_errors=True)
+        shutil.rmtree(workspace, ignore_errors=True)

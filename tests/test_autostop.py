@@ -1,0 +1,229 @@
+"""Autostop's pure parts: the watcher's judging (imported from the very file shipped to hosts), its signal
+readers over /proc snapshots and recorded nvidia-smi outputs, the settings' validation, status's summary."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from devenv.cli import main
+from devenv.config import autostop as cfg
+from devenv.config.profiles import parse_env, parse_host
+from devenv.errors import ProfileError
+from devenv.services.environments import autostop
+from devenv.services.environments import autostop_watcher as w
+
+IDLE = {"sessions": w.Signal(w.IDLE), "gpu": w.Signal(w.IDLE, "GPU 0 1%"), "jupyter": w.Signal(w.IDLE)}
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def test_idle_for_the_whole_window_stops_and_any_activity_resets_the_clock():
+    judge = w.Judge(idle_s=60, interval_s=10)
+    assert not judge.observe(0, IDLE)
+    for t in (10, 20, 30, 40, 50):
+        assert not judge.observe(t, IDLE)
+    assert judge.stops_in == 10
+    assert not judge.observe(55, {**IDLE, "sessions": w.Signal(w.ACTIVE, "1 open")})   # a session: back to 0
+    assert judge.idle_for == 0 and judge.held_by == ["sessions"]
+    for t in (65, 75, 85, 95, 105):
+        assert not judge.observe(t, IDLE)
+    assert judge.observe(115, IDLE)
+
+
+def test_an_unknown_signal_holds_the_clock_like_activity():
+    judge = w.Judge(idle_s=20, interval_s=10)
+    gpu_unknown = {**IDLE, "gpu": w.Signal(w.UNKNOWN, "nvidia-smi not found")}
+    for t in range(0, 200, 10):
+        assert not judge.observe(t, gpu_unknown)
+    assert judge.held_by == ["gpu"]
+
+
+def test_absent_and_skipped_signals_do_not_hold():
+    judge = w.Judge(idle_s=10, interval_s=5)
+    quiet = {**IDLE, "gpu": w.Signal(w.ABSENT, "no GPUs"), "runs": w.Signal(w.SKIPPED)}
+    judge.observe(0, quiet)
+    judge.observe(5, quiet)
+    assert judge.observe(10, quiet)
+
+
+def test_a_jump_between_samples_counts_two_intervals_at_most():
+    """The host slept, the watcher was starved, or a clock jumped: time nobody looked at is not idle time."""
+    judge = w.Judge(idle_s=3600, interval_s=30)
+    judge.observe(1000, IDLE)
+    assert not judge.observe(1000 + 86400, IDLE)
+    assert judge.idle_for == 60
+    assert not judge.observe(1000 + 86400 - 500, IDLE)     # backwards: no negative time, no stop
+    assert judge.idle_for == 60
+
+
+def test_gpu_seconds_split_by_threshold():
+    seconds = w.GpuSeconds()
+    seconds.add(10, [80.0, 1.0], threshold=5)
+    seconds.add(10, None, threshold=5)          # unknown: counted nowhere
+    assert (seconds.active, seconds.idle) == (10, 10)
+
+
+def test_nvidia_smi_parsing_takes_only_the_environments_gpus():
+    text = "0, 97\n1, 0\n2, 3\n"
+    assert w.parse_gpu_utilization(text, "all") == {0: 97.0, 1: 0.0, 2: 3.0}
+    assert w.parse_gpu_utilization(text, "1,2") == {1: 0.0, 2: 3.0}
+    assert w.gpu_signal(w.parse_gpu_utilization(text, "1,2"), "", 5).state == w.IDLE
+    assert w.gpu_signal(w.parse_gpu_utilization(text, "0"), "", 5).state == w.ACTIVE
+    for bad in ("0, [N/A]\n", "", "3, 10\n"):
+        with pytest.raises(ValueError):
+            w.parse_gpu_utilization(bad, "0")
+    assert w.gpu_signal(None, "nvidia-smi not found", 5) == w.Signal(w.UNKNOWN, "nvidia-smi not found")
+
+
+def recorded_utilization(name: str) -> str:
+    """The watcher's query (index, utilization.gpu; noheader, nounits) cut from a full --query-gpu line recorded
+    on the H200 (fields 0 and 8, as query-gpu_idle_header.csv names them)."""
+    lines = (FIXTURES / "nvidia-smi" / name).read_text().splitlines()
+    return "".join(f"{f[0]}, {f[8]}\n" for f in (line.split(", ") for line in lines if line.strip()))
+
+
+def test_recorded_h200_outputs_busy_and_idle():
+    busy = w.parse_gpu_utilization(recorded_utilization("query-gpu_busy.csv"), "all")
+    idle = w.parse_gpu_utilization(recorded_utilization("query-gpu_idle.csv"), "all")
+    assert busy == {0: 100.0} and idle == {0: 0.0}
+    assert w.gpu_signal(busy, "", 5).state == w.ACTIVE and w.gpu_signal(idle, "", 5).state == w.IDLE
+
+
+CID = "c" * 64
+
+
+def proc(pid, ppid, cmd, cgroup="", ns_pid=0, uid=0):
+    return w.Proc(pid, ppid, uid, cmd, cgroup, ns_pid)
+
+
+def test_sessions_in_a_container_are_sshd_sessions_running_something_and_docker_execs():
+    inside = f"0::/system.slice/docker-{CID}.scope\n"
+    procs = [proc(100, 90, "/sbin/docker-init -- entrypoint", inside, 1),   # init: parent is the shim
+             proc(101, 100, "/usr/sbin/sshd -D -e", inside, 7),
+             proc(102, 100, "python -m jupyterlab", inside, 8),
+             proc(103, 101, "sshd: root@notty", inside, 9)]                     # a tunnel: runs nothing
+    assert w.sessions_in_container(procs, CID) == []
+    shell = procs + [proc(104, 103, "bash", inside, 10)]
+    assert [p.pid for p in w.sessions_in_container(shell, CID)] == [103]
+    execd = procs + [proc(200, 90, "sleep 1000", inside, 30)]                   # docker exec: parent outside
+    assert [p.pid for p in w.sessions_in_container(execd, CID)] == [200]
+    other = procs + [proc(300, 90, "sleep 1000", "0::/docker-other.scope\n", 30)]
+    assert w.sessions_in_container(other, CID) == []
+    assert w.container_init(procs, CID) == 100
+
+
+def test_sessions_on_a_bare_host_are_the_users_sshd_sessions_that_run_something():
+    procs = [proc(1, 0, "/sbin/init"), proc(50, 1, "sshd: /usr/sbin/sshd -D"),
+             proc(60, 50, "sshd: alice@notty", uid=1000),                     # a Jupyter tunnel only
+             proc(70, 50, "sshd: bob@pts/0", uid=1001), proc(71, 70, "-bash", uid=1001)]
+    assert w.sessions_on_host(procs, 1000, set()) == []
+    shell = procs + [proc(61, 60, "python train.py", uid=1000)]
+    assert [p.pid for p in w.sessions_on_host(shell, 1000, set())] == [60]
+    assert w.sessions_on_host(shell, 1000, exclude={61}) == []                # the watcher's own ancestry
+
+
+def test_run_phase_reads_issue_23s_layout():
+    stat = "4242 (sh) S 1 4242 4242 0 -1 4194560 1 0 0 0 0 0 0 0 20 0 1 0 987654 1 2 3"
+    assert w.run_phase(False, "4242 987654 4243 1700000000", stat) == "running"
+    assert w.run_phase(False, "4242 111 4243 1700000000", stat) == "lost"          # the pid was reused
+    assert w.run_phase(False, "4242 987654 4243 1", stat.replace(") S", ") Z")) == "lost"
+    assert w.run_phase(False, "4242 987654 4243 1", None) == "lost"
+    assert w.run_phase(False, None, None) == "starting"
+    assert w.run_phase(True, "4242 987654 4243 1", stat) == "exited"
+    assert w.runs_signal({"a1": "exited", "b2": "running"}).state == w.ACTIVE
+    assert w.runs_signal({"a1": "exited", "b2": "lost"}).state == w.IDLE
+
+
+def test_read_runs_on_a_real_folder(tmp_path):
+    import os
+
+    runs = tmp_path / "ws" / ".devenv" / "runs"
+    (runs / "aaaa").mkdir(parents=True)
+    (runs / "aaaa" / "meta.json").write_text("{}")
+    (runs / "aaaa" / "exit").write_text("0 1")
+    config = {"runs_dir": str(tmp_path / "ws" / ".devenv" / "runs")}
+    assert w.read_runs(config, "/").state == w.IDLE
+    (runs / "bbbb").mkdir()
+    (runs / "bbbb" / "meta.json").write_text("{}")
+    start = Path(f"/proc/{os.getpid()}/stat").read_text().rsplit(") ", 1)[1].split()[19]
+    (runs / "bbbb" / "pid").write_text(f"{os.getpid()} {start} {os.getpid()} 1\n")
+    assert w.read_runs(config, "/") == w.Signal(w.ACTIVE, "1 running (bbbb)")
+    assert w.read_runs({"runs_dir": str(tmp_path / "none")}, "/").state == w.IDLE
+
+
+def test_jupyter_activity_is_a_busy_kernel_or_a_change_between_samples():
+    seen = w.JupyterSeen()
+    kernels = [{"id": "k1", "execution_state": "idle", "last_activity": "T1"}]
+    assert w.jupyter_signal(kernels, [], seen).state == w.IDLE        # the first look: nothing to compare
+    assert w.jupyter_signal(kernels, [], seen).state == w.IDLE
+    moved = [{"id": "k1", "execution_state": "idle", "last_activity": "T2"}]
+    assert w.jupyter_signal(moved, [], seen).state == w.ACTIVE
+    busy = [{"id": "k1", "execution_state": "busy", "last_activity": "T2"}]
+    assert w.jupyter_signal(busy, [], seen).state == w.ACTIVE
+    assert w.jupyter_signal(busy[:0], [{"name": "1", "last_activity": "T3"}], seen).state == w.ACTIVE
+    assert w.jupyter_signal([], [{"name": "1", "last_activity": "T3"}], seen).state == w.IDLE
+
+
+@pytest.mark.parametrize("text, seconds", [("90m", 5400), ("1h30m", 5400), ("45s", 45), ("2h", 7200),
+                                           ("90", 5400), ("1d", 86400), ("5s", 5)])
+def test_durations(text, seconds):
+    assert cfg.parse_duration(text) == seconds
+
+
+@pytest.mark.parametrize("setting, says", [
+    (cfg.Autostop(60, interval_s=120), "shorter than the watcher's sampling"),
+    (cfg.Autostop(30 * 86400), "longer than a week"),
+    (cfg.Autostop(1), "too short"),
+    (cfg.Autostop(600, gpu_threshold=0), "gpu_threshold"),
+    (cfg.Autostop(600, action="reboot"), "is not one of"),
+])
+def test_absurd_settings_are_refused(setting, says):
+    with pytest.raises(cfg.AutostopError, match=says) as caught:
+        cfg.validate(setting)
+    assert caught.value.exit_code == 2 and caught.value.hint
+
+
+def test_default_sampling_fits_the_window():
+    assert cfg.Autostop(5400).sample_s == 30
+    assert cfg.Autostop(5).sample_s == 1
+
+
+def test_profiles_take_autostop_as_a_duration_or_a_mapping():
+    env = parse_env("image: x\nautostop: 90m\n", "e", "e.yaml")
+    assert env.autostop == cfg.Autostop(5400)
+    env = parse_env("image: x\nautostop: {idle: 2h, action: down, hook: python save.py, gpu_threshold: 10}\n",
+                    "e", "e.yaml")
+    assert env.autostop == cfg.Autostop(7200, "down", "python save.py", 10)
+    host = parse_host("ssh: {alias: a}\nautostop: 30m\n", "h", "h.yaml")
+    assert host.autostop is not None and host.autostop.idle_s == 1800
+    with pytest.raises(ProfileError, match=r"e.yaml:2: field 'autostop'.*not a duration"):
+        parse_env("image: x\nautostop: soon\n", "e", "e.yaml")
+    with pytest.raises(ProfileError, match="shorter than the watcher's sampling"):
+        parse_env("image: x\nautostop: {idle: 10s, sample: 1m}\n", "e", "e.yaml")
+
+
+def test_up_refuses_a_bad_autostop_before_connecting(tmp_path, monkeypatch):
+    monkeypatch.setenv("DEVENV_HOME", str(tmp_path))
+    result = CliRunner().invoke(main, ["up", "nowhere-host", "--autostop", "soon"])
+    assert result.exit_code == 2 and "not a duration" in result.output and "90m" in result.output
+    result = CliRunner().invoke(main, ["up", "nowhere-host", "--autostop", "1s"])
+    assert result.exit_code == 2 and "too short" in result.output
+    result = CliRunner().invoke(main, ["up", "nowhere-host", "--autostop", "9m", "--no-autostop"])
+    assert result.exit_code == 2
+
+
+def test_status_summary_warns_in_the_last_tenth_and_says_stopped():
+    state = {"state": "watching", "window_s": 600, "idle_for_s": 550, "stops_in_s": 50, "watcher_alive": True,
+             "signals": {"gpu": {"state": "unknown", "said": "nvidia-smi not found"}}, "active_gpu_s": 3.0}
+    summary = autostop.summary(state, running=True)
+    assert summary["warning"] and summary["unknown"] == {"gpu": "nvidia-smi not found"}
+    assert summary["active_gpu_s"] == 3.0 and summary["idle_gpu_s"] == 0
+    assert not autostop.summary({**state, "stops_in_s": 300}, running=True)["warning"]
+    assert autostop.summary({**state, "watcher_alive": False}, running=True)["state"] == "not watching"
+    stopped = {**state, "state": "stopped", "reason": "idle 10 m"}
+    assert autostop.summary(stopped, running=False)["state"] == "stopped"
+    assert autostop.summary(stopped, running=True)["state"] == "not watching"   # brought back without autostop
+    lines = 'me-e1 1 {"state": "watching"}\nbroken\nme-e2 0 {not json\n'
+    assert autostop.parse_states(lines) == {"me-e1": {"state": "watching", "watcher_alive": True}}
