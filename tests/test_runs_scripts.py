@@ -105,3 +105,18 @@ def test_a_line_being_written_is_left_out():
     listing = "\n".join(["6b11b27c751a/meta.json:" + json.dumps({"argv": ["x"]}), "6b11b27c15f0/meta.json:{\"ar",
                          "6b11b27c751a/exit:0 12", "junk"])
     assert [(r.id, r.state) for r in model.parse_listing(listing)] == [("6b11b27c751a", "exited 0")]
+
+
+@pytest.mark.parametrize("args, said", [
+    (["run", "nohost.invalid", "--name", "../x", "--", "true"], "run name '../x' is not allowed"),
+    (["run", "nohost.invalid", "--then", "sideways", "--", "true"], "'sideways' is not one of"),
+    (["run", "nohost.invalid"], "Missing argument"),
+])
+def test_bad_run_input_is_exit_2_before_connecting(args: list[str], said: str, tmp_path: Path):
+    import os
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "devenv", *args], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "DEVENV_HOME": str(tmp_path)}, stdin=subprocess.DEVNULL)
+    assert done.returncode == 2, done.stderr
+    assert said in done.stderr and "Traceback" not in done.stderr, done.stderr

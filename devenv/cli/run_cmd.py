@@ -14,6 +14,7 @@ from devenv.cli.common import accept_new_host_option, env_option, gpus_option, h
 from devenv.cli.params import PassThroughCommand
 from devenv.cli.render import emit_json
 from devenv.env import runs as model
+from devenv.errors import BadInput, ConnectError, DevenvError
 from devenv.services.session import EnvSession, open_env
 
 if TYPE_CHECKING:
@@ -92,10 +93,17 @@ def run(host: str, env: str | None, accept_new_host: bool, name: str | None, gpu
         follow = sys.stdout.isatty() and not wait
     with open_env(host, env, accept_new_host=accept_new_host) as session:
         session.use_gpus(gpus)
-        current = session.backend.find(session.env.name)
-        if current is None or not current.running or sync_dir:
-            _up_first(session, host, env, accept_new_host, sync_dir, current is None or not current.running)
-        runs = runs_of(session)
+        try:   # the running environment's place at once (no separate lookup first: one round trip less)
+            runs = runs_of(session)
+            needs_up = False
+        except (BadInput, ConnectError):
+            raise
+        except DevenvError:   # not running (or not there): made first, as `up` makes it
+            needs_up = True
+        if needs_up or sync_dir:
+            _up_first(session, host, env, accept_new_host, sync_dir, needs_up)
+            if needs_up:
+                runs = runs_of(session)
         run_id = runs.start(argv, name=name, then=then, gpus=gpus)
         click.echo(run_id)
         if not (wait or follow):

@@ -72,6 +72,8 @@ class Runs:
             raise DevenvError(f"the run could not be started in '{self.env.name}' on {self.host_name} "
                               f"(exit {code}): {(err or out).strip()[-300:] or 'no output'}",
                               "check the environment (`devenv status`) and its workspace's free space")
+        if then is not None and not then_argv and self.place.watch_end is not None:
+            self.place.watch_end(f"{self.place.runs_dir}/{run_id}", then)
         return run_id
 
     def list(self) -> list[model.Run]:
