@@ -33,10 +33,14 @@ def launch(runs: Path, *argv: str, wait_end: bool = True) -> str:
 
 
 def read(runs: Path, run_id: str, offset: int, limit: int, wait: int = 0) -> tuple[str, int, bytes]:
+    return read_all(runs, run_id, offset, limit, wait)[:3]   # type: ignore[return-value]
+
+
+def read_all(runs: Path, run_id: str, offset: int, limit: int, wait: int = 0) -> tuple[str, int, bytes, str]:
     out = sh(model.READ, str(runs), run_id, str(offset), str(limit), str(wait))
     head, _, body = out.partition("\n")
-    state, size = head.split()
-    return state, int(size), base64.b64decode("".join(body.split()))
+    state, size, code = head.split()
+    return state, int(size), base64.b64decode("".join(body.split())), code
 
 
 def test_pieces_by_offset_give_the_log_once(tmp_path: Path):
@@ -53,6 +57,8 @@ def test_pieces_by_offset_give_the_log_once(tmp_path: Path):
             break
     assert got == whole and got.endswith(b"line 2999\nend")
     assert state == "exited"
+    failed = launch(runs, "sh", "-c", "exit 9")
+    assert read_all(runs, failed, 0, 10)[::3] == ("exited", "9")   # the code comes with the log's end
 
 
 def test_listing_states_and_exit_codes(tmp_path: Path):
@@ -81,6 +87,7 @@ def test_cancel_reaches_the_process_group(tmp_path: Path):
     assert before == "running" and after == ["killed"]   # TERM was ignored: KILL after the grace
     listed = model.parse_listing(sh(model.LIST, str(runs)))
     assert listed[0].phase == "killed" and listed[0].exit_code == 137
+    assert read_all(runs, run_id, 0, 100)[::3] == ("killed", "137")
 
 
 def test_an_empty_or_missing_runs_folder_lists_nothing(tmp_path: Path):

@@ -18,7 +18,7 @@ from devenv.errors import BadInput, ConnectError, DevenvError
 from devenv.services.session import EnvSession, open_env
 
 if TYPE_CHECKING:
-    from devenv.services.runs import Runs
+    from devenv.services.runs import LogPiece, Runs
 
 STATE_COLOR = {"running": "green", "starting": "yellow", "killed": "red", "lost": "red"}
 
@@ -35,7 +35,7 @@ def _write_out(data: bytes) -> None:
 
 
 def follow_run(host: str, env: str | None, accept_new_host: bool, run_id: str, offset: int,
-               first: Runs | None = None) -> tuple[int, str]:
+               first: Runs | None = None) -> LogPiece:
     """Stream the run's log from offset to its end (a lost connection is taken again at the same offset);
     Ctrl-C leaves the run running and says how to come back."""
     sessions: list[EnvSession] = []
@@ -109,11 +109,9 @@ def run(host: str, env: str | None, accept_new_host: bool, name: str | None, gpu
         if not (wait or follow):
             return
         click.echo(f"Following run {run_id} (Ctrl-C leaves it running)", err=True)
-        _, state = follow_run(host, env, accept_new_host, run_id, 0, first=runs)
-        if not wait:
-            return
-        ended = runs.find(run_id)
-    _exit_with(ended, host)
+        last = follow_run(host, env, accept_new_host, run_id, 0, first=runs)
+    if wait:
+        _exit_with(run_id, last, host)
 
 
 def _up_first(session: EnvSession, host: str, env: str | None, accept_new_host: bool, sync_dir: str | None,
@@ -133,14 +131,14 @@ def _up_first(session: EnvSession, host: str, env: str | None, accept_new_host: 
         sync_after_up(host, session.env.name, accept_new_host, sync_dir)
 
 
-def _exit_with(run: model.Run, host: str) -> None:
-    if run.phase == "lost":
-        click.secho(f"Run {run.id} was lost on {host} (its supervisor is gone: a restart?); its log is kept",
+def _exit_with(run_id: str, last: LogPiece, host: str) -> None:
+    if last.state == "lost":
+        click.secho(f"Run {run_id} was lost on {host} (its supervisor is gone: a restart?); its log is kept",
                     fg="red", err=True)
         raise SystemExit(1)
-    if run.phase == "killed":
-        click.secho(f"Run {run.id} was cancelled (exit {run.exit_code})", fg="yellow", err=True)
-    raise SystemExit(run.exit_code if run.exit_code is not None else 1)
+    if last.state == "killed":
+        click.secho(f"Run {run_id} was cancelled (exit {last.exit_code})", fg="yellow", err=True)
+    raise SystemExit(last.exit_code if last.exit_code is not None else 1)
 
 
 @main.command()
