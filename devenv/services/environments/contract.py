@@ -241,8 +241,12 @@ class RunPlace:
     # the same for the launcher, which starts the supervisor detached from the connection
     launch: Callable[[str, list[str]], tuple[int, str, str]]
     wrap: list[str] = field(default_factory=list)          # what the supervisor runs under (a job step's srun)
-    # what the supervisor runs when the command ended, for `--then stop|down` (absent: not offered here)
+    # what the supervisor runs when the command ended, for `--then stop|down` (absent: not offered here; []: the
+    # backend's watch_end does it from outside, e.g. a container, which cannot stop or remove itself)
     then: dict[str, list[str]] = field(default_factory=dict)
+    # watch_end(run folder, action): started once the run is, beside it, to do the action when the folder gets
+    # its exit file
+    watch_end: Callable[[str, str], None] | None = None
 
 
 def runs_unsupported(host: HostProfile) -> DevenvError:
@@ -256,13 +260,18 @@ def runs_unsupported(host: HostProfile) -> DevenvError:
 def exec_script(backend: EnvironmentBackend, env_name: str) -> Callable[[str, list[str]], tuple[int, str, str]]:
     """RunPlace.script through the backend's own exec: the script runs where `devenv exec` runs."""
     def script(text: str, args: list[str]) -> tuple[int, str, str]:
-        chunks, exit_code = backend.exec(env_name, ["sh", "-c", text, "devenv", *args])
-        out, err = bytearray(), bytearray()
-        for o, e in chunks:
-            out += o or b""
-            err += e or b""
-        return exit_code(), out.decode(errors="replace"), err.decode(errors="replace")
+        return exec_output(backend.exec(env_name, ["sh", "-c", text, "devenv", *args]))
     return script
+
+
+def exec_output(stream: ExecStream) -> tuple[int, str, str]:
+    """An ExecStream read to its end: (exit code, stdout, stderr)."""
+    chunks, exit_code = stream
+    out, err = bytearray(), bytearray()
+    for o, e in chunks:
+        out += o or b""
+        err += e or b""
+    return exit_code(), out.decode(errors="replace"), err.decode(errors="replace")
 
 
 def no_images(host: HostProfile) -> DevenvError:

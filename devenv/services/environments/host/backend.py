@@ -34,7 +34,6 @@ from devenv.services.environments.contract import (
     Traits,
     UpOptions,
     UpResult,
-    exec_script,
     pick_free_gpus,
     stream_output,
 )
@@ -291,7 +290,11 @@ class HostProvisioner(FlowBackend):
         folder = self.runtime.env_dir(self.key(env.name))
         folder = folder[2:] if folder.startswith("~/") else folder
         then = {"stop": ["sh", "-c", end, "devenv", pid, ""], "down": ["sh", "-c", end, "devenv", pid, folder]}
-        script = exec_script(self, env.name)
+        gpus = state.get("gpus", "all")
+
+        def script(text: str, args: list[str]) -> tuple[int, str, str]:   # exec's, without reading the state again
+            return self.runtime.exec(env.name, ["sh", "-c", text, "devenv", *args], gpus=gpus)
+
         return RunPlace(f"{self.workspace(env)}/{RUNS_FOLDER}", script, script, then=then)
 
     def exec(self, env_name: str, argv: list[str]) -> ExecStream:

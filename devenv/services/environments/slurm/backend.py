@@ -43,12 +43,14 @@ from devenv.services.environments.contract import (
     Existing,
     JupyterAccess,
     Removed,
+    RunPlace,
     Shell,
     SshTarget,
     Traits,
     UpOptions,
     UpResult,
     stream_output,
+    exec_script,
 )
 from devenv.services.environments.flow import FlowBackend
 
@@ -627,6 +629,27 @@ class SlurmEnvironments(FlowBackend):
         if follow:
             return self.conn.stream(f"tail -n {count} -F {path}")
         return iter(self.conn.run(f"tail -n {count} {path}", timeout=60).stdout.splitlines())
+
+    def run_place(self, env: EnvProfile) -> RunPlace:
+        """A run is a step of the environment's job on its first node (srun --overlap), started on the login
+        node with setsid + nohup, so that srun outlives the connection; its folder is in the workspace, on the
+        file system the login node and the nodes share. The step's state is read on the node (where its pids
+        are). `--then stop|down` ends the job (scancel), which frees the allocation; the workspace stays."""
+        from devenv.env.runs import RUNS_FOLDER
+
+        _, job, state = self.running(env.name)
+        workspace = self._abs(self.files.workspace(env.name))
+        wrap = slurm_job.run_step_words(job.job_id, state["node"], workspace)
+
+        def launch(text: str, args: list[str]) -> tuple[int, str, str]:
+            words = ["sh", "-c", text, "devenv", *args]
+            result = self.conn.run(f"mkdir -p {shlex.quote(workspace)} && cd {shlex.quote(workspace)} && "
+                                   + " ".join(shlex.quote(w) for w in words), timeout=60)
+            return result.exit_code, result.stdout, result.stderr
+
+        end = ["scancel", job.job_id]
+        return RunPlace(f"{workspace}/{RUNS_FOLDER}", exec_script(self, env.name), launch, wrap=wrap,
+                        then={"stop": end, "down": end})
 
     def exec(self, env_name: str, argv: list[str]) -> ExecStream:
         """argv on the job's first node, in the workspace (srun --overlap), its output streamed as it comes, with
