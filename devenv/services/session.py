@@ -25,7 +25,7 @@ from devenv.config.profiles import EnvProfile, HostProfile
 from devenv.env.image_context import BuildInputs
 from devenv.env.info import EnvStatus, ImageInfo, ProgressEvent
 from devenv.env.spec import CONTAINER_PORTS, user_of
-from devenv.errors import ProfileError
+from devenv.errors import DevenvError, ProfileError
 from devenv.remote.base import Connection
 from devenv.services import jupyter
 from devenv.services.background import Background
@@ -33,6 +33,7 @@ from devenv.services.environments.contract import (
     CommandTarget,
     EnvironmentBackend,
     Events,
+    ImagePrune,
     JupyterAccess,
     QuietEvents,
     Removed,
@@ -357,6 +358,11 @@ class EnvSession:
             return CommandTarget(self.conn, self.host.python, f"host python {self.host.python}", self.conn)
         return self.backend.command_target(self.env.name, host_if_no_env)
 
+    def prune_images(self, only_env: str | None, dry_run: bool) -> ImagePrune:
+        """devenv's images on the host that nothing uses, removed (listed only, with dry_run); the tags this
+        laptop's env profiles name are kept."""
+        return self.backend.prune_images(profile_images(), only_env, dry_run, self.events.step)
+
     def build_image(self, inputs: BuildInputs, progress: Callable[[ProgressEvent], None]) -> ImageInfo:
         """The environment's image, built on the host from the bundled Dockerfile."""
         return self.backend.build_image(self.env, inputs, progress)
@@ -378,3 +384,17 @@ def open_env(host: str | HostProfile, env_name: str | None = None, *, accept_new
         yield session
     finally:
         session.close()
+
+
+def profile_images() -> set[str]:
+    """The image tags this laptop's env profiles name (a profile that does not load names none)."""
+    tags = set()
+    for name in profiles.names("envs"):
+        try:
+            env = profiles.load_env(name)
+        except DevenvError:
+            continue
+        tags.add(env.image)
+        if env.project_build is not None:
+            tags.add(env.project_build.tag)
+    return tags

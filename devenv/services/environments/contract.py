@@ -230,6 +230,41 @@ class PreflightFailed(DevenvError):
 
 
 @dataclass(frozen=True)
+class PrunedImage:
+    """One devenv image `image prune` looked at: what it did with it and why."""
+
+    id: str
+    tags: tuple[str, ...]
+    size_bytes: int
+    env: str                          # the environment it was built for (its org.devenv.env label)
+    action: str                       # removed | remove (a dry run) | kept
+    reason: str                       # why kept, or why it goes
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.id[:19], "tags": list(self.tags), "size_bytes": self.size_bytes, "env": self.env,
+                "action": self.action, "reason": self.reason}
+
+
+@dataclass
+class ImagePrune:
+    """What `image prune` found of devenv's images on a host (never another tool's: only images devenv built)."""
+
+    dry_run: bool
+    images: list[PrunedImage] = field(default_factory=list)
+
+    @property
+    def freed_bytes(self) -> int:
+        """At most this much: images that share layers with a kept one free less."""
+        return sum(i.size_bytes for i in self.images if i.action in ("removed", "remove"))
+
+
+def no_images(host: HostProfile, verb: str = "build") -> DevenvError:
+    """The error of `image build` (`image prune`) on a host whose environments are no containers."""
+    return DevenvError(f"{host.name} uses runtime '{host.runtime}': there is no image to {verb}",
+                       f"image {verb} is for hosts with `runtime: docker`")
+
+
+@dataclass(frozen=True)
 class RunPlace:
     """Where an environment's detached runs live and how they are reached (services/runs.py drives them with
     devenv.env.runs' scripts): the backend supplies the place, the scripts are the same everywhere."""
@@ -272,12 +307,6 @@ def exec_output(stream: ExecStream) -> tuple[int, str, str]:
         out += o or b""
         err += e or b""
     return exit_code(), out.decode(errors="replace"), err.decode(errors="replace")
-
-
-def no_images(host: HostProfile) -> DevenvError:
-    """The error of `image build` on a host whose environments are no containers."""
-    return DevenvError(f"{host.name} uses runtime '{host.runtime}': there is no image to build",
-                       "image build is for hosts with `runtime: docker`")
 
 
 def pick_free_gpus(ask: str, options: UpOptions, events: Events) -> str | None:
@@ -475,6 +504,12 @@ class EnvironmentBackend(ABC):
                     progress: Callable[[ProgressEvent], None]) -> ImageInfo:
         """The environment's image built on the host (no_images() where environments are no containers)."""
         raise no_images(self.host)
+
+    def prune_images(self, keep_tags: set[str], only_env: str | None, dry_run: bool,
+                     step: Callable[[str], None]) -> ImagePrune:
+        """Remove the images devenv built on the host that no container uses and no profile names (keep_tags);
+        only_env: only those built for that environment. no_images() where environments are no containers."""
+        raise no_images(self.host, "prune")
 
     def run_place(self, env: EnvProfile) -> RunPlace:
         """Where the running environment's detached runs live and how they are started and watched (`devenv

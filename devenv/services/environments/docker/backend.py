@@ -41,6 +41,7 @@ from devenv.services.environments.contract import (
     ExecEntry,
     ExecStream,
     Existing,
+    ImagePrune,
     JupyterAccess,
     Removed,
     RunPlace,
@@ -622,6 +623,12 @@ class Provisioner(FlowBackend):
     def build_image(self, env: EnvProfile, inputs: BuildInputs,
                     progress: Callable[[ProgressEvent], None]) -> ImageInfo:
         return images.build_image(self.runtime, env, inputs, progress)
+
+    def prune_images(self, keep_tags: set[str], only_env: str | None, dry_run: bool,
+                     step: Callable[[str], None]) -> ImagePrune:
+        from devenv.services.environments.docker import prune
+
+        return prune.prune(self.runtime, keep_tags, only_env, dry_run, step)
 
     def run_place(self, env: EnvProfile) -> RunPlace:
         """Runs in the container, their folder in the workspace volume (it outlives the container). A container
