@@ -178,6 +178,13 @@ class EnvSession:
         self._allow_busy = options.allow_busy
         if self._relay_ahead:
             options = replace(options, relay_ahead=True)
+        setting = None if options.no_autostop else (options.autostop or self.env.autostop or self.host.autostop)
+        if setting is not None and not self.kind.autostops:   # refused before anything is made or submitted
+            from devenv.config.autostop import AutostopError
+
+            raise AutostopError(f"autostop is not available for {self.traits.environment} on {self.host.name} "
+                                "yet", "leave autostop out of the profiles, or pass --no-autostop (a scheduler's "
+                                "job still ends at its own time limit)")
         self._start_check_early()
         from devenv.env.spec import owner
         from devenv.services.environments.lock import up_lock
@@ -185,10 +192,8 @@ class EnvSession:
         with up_lock(self.conn, owner(), self.env.name, self.events.step):  # one `up` of it at a time
             result = self.backend.up(self.env, key, events=self.events, options=options)
             # the flag's, else the env profile's, else the host profile's (None: a running watcher stays)
-            setting = options.autostop or self.env.autostop or self.host.autostop
             if setting is not None or options.no_autostop:
-                note = self.backend.arm_autostop(self.env, result, None if options.no_autostop else setting,
-                                                 disarm=options.no_autostop)
+                note = self.backend.arm_autostop(self.env, result, setting, disarm=options.no_autostop)
                 if note:
                     result.notes.append(note)
         if key and self.env.sshd and result.host_key and "ssh" in result.status.ports:

@@ -158,6 +158,7 @@ class MemoryBackend(Provisioner):
     """Environments in the memory engine (an EnvironmentBackend): the docker backend's steps, no daemon."""
 
     early_preflight = False     # the check is this file's, instant: nothing to overlap
+    autostops = False           # no host beside it to run a watcher on
 
     @classmethod
     def open(cls, host: HostProfile, conn: Connection, check: Check | None = None) -> MemoryBackend:
