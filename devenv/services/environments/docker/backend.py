@@ -50,9 +50,8 @@ from devenv.services.environments.contract import (
     Traits,
     UpOptions,
     UpResult,
-    exec_script,
-    in_folder,
     exec_output,
+    in_folder,
     pick_free_gpus,
 )
 from devenv.services.environments.docker import images

@@ -34,6 +34,7 @@ from devenv.services.environments.contract import (
     Traits,
     UpOptions,
     UpResult,
+    exec_output,
     pick_free_gpus,
     stream_output,
 )
@@ -293,7 +294,8 @@ class HostProvisioner(FlowBackend):
         gpus = state.get("gpus", "all")
 
         def script(text: str, args: list[str]) -> tuple[int, str, str]:   # exec's, without reading the state again
-            return self.runtime.exec(env.name, ["sh", "-c", text, "devenv", *args], gpus=gpus)
+            return exec_output(stream_output(self.conn, self.runtime.exec_line(
+                env.name, ["sh", "-c", text, "devenv", *args], gpus=gpus)))
 
         return RunPlace(f"{self.workspace(env)}/{RUNS_FOLDER}", script, script, then=then)
 

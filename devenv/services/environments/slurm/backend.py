@@ -49,8 +49,8 @@ from devenv.services.environments.contract import (
     Traits,
     UpOptions,
     UpResult,
-    stream_output,
     exec_script,
+    stream_output,
 )
 from devenv.services.environments.flow import FlowBackend
 
