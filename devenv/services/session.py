@@ -25,7 +25,7 @@ from devenv.config.profiles import EnvProfile, HostProfile
 from devenv.env.image_context import BuildInputs
 from devenv.env.info import EnvStatus, ImageInfo, ProgressEvent
 from devenv.env.spec import CONTAINER_PORTS, user_of
-from devenv.errors import ProfileError
+from devenv.errors import DevenvError, ProfileError
 from devenv.remote.base import Connection
 from devenv.services import jupyter
 from devenv.services.background import Background
@@ -33,6 +33,7 @@ from devenv.services.environments.contract import (
     CommandTarget,
     EnvironmentBackend,
     Events,
+    ImagePrune,
     JupyterAccess,
     QuietEvents,
     Removed,
@@ -177,6 +178,13 @@ class EnvSession:
         self._allow_busy = options.allow_busy
         if self._relay_ahead:
             options = replace(options, relay_ahead=True)
+        setting = None if options.no_autostop else (options.autostop or self.env.autostop or self.host.autostop)
+        if setting is not None and not self.kind.autostops:   # refused before anything is made or submitted
+            from devenv.config.autostop import AutostopError
+
+            raise AutostopError(f"autostop is not available for {self.traits.environment} on {self.host.name} "
+                                "yet", "leave autostop out of the profiles, or pass --no-autostop (a scheduler's "
+                                "job still ends at its own time limit)")
         self._start_check_early()
         from devenv.env.spec import owner
         from devenv.services.environments.lock import up_lock
@@ -184,10 +192,8 @@ class EnvSession:
         with up_lock(self.conn, owner(), self.env.name, self.events.step):  # one `up` of it at a time
             result = self.backend.up(self.env, key, events=self.events, options=options)
             # the flag's, else the env profile's, else the host profile's (None: a running watcher stays)
-            setting = options.autostop or self.env.autostop or self.host.autostop
             if setting is not None or options.no_autostop:
-                note = self.backend.arm_autostop(self.env, result, None if options.no_autostop else setting,
-                                                 disarm=options.no_autostop)
+                note = self.backend.arm_autostop(self.env, result, setting, disarm=options.no_autostop)
                 if note:
                     result.notes.append(note)
         if key and self.env.sshd and result.host_key and "ssh" in result.status.ports:
@@ -357,6 +363,11 @@ class EnvSession:
             return CommandTarget(self.conn, self.host.python, f"host python {self.host.python}", self.conn)
         return self.backend.command_target(self.env.name, host_if_no_env)
 
+    def prune_images(self, only_env: str | None, dry_run: bool) -> ImagePrune:
+        """devenv's images on the host that nothing uses, removed (listed only, with dry_run); the tags this
+        laptop's env profiles name are kept."""
+        return self.backend.prune_images(profile_images(), only_env, dry_run, self.events.step)
+
     def build_image(self, inputs: BuildInputs, progress: Callable[[ProgressEvent], None]) -> ImageInfo:
         """The environment's image, built on the host from the bundled Dockerfile."""
         return self.backend.build_image(self.env, inputs, progress)
@@ -378,3 +389,17 @@ def open_env(host: str | HostProfile, env_name: str | None = None, *, accept_new
         yield session
     finally:
         session.close()
+
+
+def profile_images() -> set[str]:
+    """The image tags this laptop's env profiles name (a profile that does not load names none)."""
+    tags = set()
+    for name in profiles.names("envs"):
+        try:
+            env = profiles.load_env(name)
+        except DevenvError:
+            continue
+        tags.add(env.image)
+        if env.project_build is not None:
+            tags.add(env.project_build.tag)
+    return tags
