@@ -101,3 +101,26 @@ def test_jupyter_s_tunnel_survives_a_dropped_link_and_a_restarted_environment(te
         proc.terminate()
         assert proc.wait(15) == 0, proc.stderr.read() if proc.stderr else ""
     assert masters() == []
+
+
+def test_up_in_the_foreground_reconnects_its_jupyter_tunnel(test_env):
+    import re
+
+    env = test_env.name
+    proc = test_env.popen("up", "testbox", "--env", env)
+    try:
+        said = Lines(proc.stderr)
+        out = Lines(proc.stdout)
+        url = re.search(r"http://127\.0\.0\.1:\d+/lab\?token=\w+", out.wait("/lab?token=", 300)).group(0)
+        said.wait("Tunnels open")
+        assert lab_answers(url)
+        held = masters()
+        assert len(held) == 1, held
+        os.kill(held[0], signal.SIGKILL)
+        said.wait("dropped")
+        said.wait("reconnected to testbox")
+        assert lab_answers(url)
+    finally:
+        proc.terminate()
+        assert proc.wait(15) == 0
+    assert masters() == []
