@@ -107,9 +107,10 @@ done
 exit 0
 '''
 
-# sh -c READ devenv-log RUNS ID OFFSET MAX WAIT: waits up to WAIT s for the log to grow past OFFSET (or the run to
-# end), then prints "STATE SIZE" and the bytes from OFFSET (at most MAX), base64: binary output and lines without
-# an end come through as they are. The state is taken before the size: an ended run's log is complete.
+# sh -c READ devenv-log RUNS ID OFFSET MAX WAIT: waits up to WAIT steps of 0.05 s for the log to grow past OFFSET
+# (or the run to end), then prints "STATE SIZE CODE" (CODE: the exit code once ended, else -) and the bytes from
+# OFFSET (at most MAX), base64: binary output and lines without an end come through as they are. The state is
+# taken before the size: an ended run's log is complete.
 READ = _STATE + r'''
 R=$(runs_home "$1"); d="$R/$2"; off=$3; max=$4; waits=$5
 [ -d "$d" ] || { echo "nosuch 0"; exit 0; }
@@ -122,7 +123,12 @@ while :; do
   [ "$i" -ge "$waits" ] && break
   sleep 0.05; i=$((i + 1))
 done
-echo "$s $size"
+code=-
+if [ "$s" = exited ]; then
+  read -r code ended < "$d/exit"
+  [ -e "$d/cancelled" ] && s=killed
+fi
+echo "$s $size $code"
 [ "$size" -gt "$off" ] && tail -c +"$((off + 1))" "$d/log" | head -c "$max" | base64
 exit 0
 '''

@@ -56,7 +56,8 @@ def occupancy_script(nvidia_smi: str = "nvidia-smi", pmon: bool = False) -> str:
   done""" if pmon else ""
     return preamble(nvidia_smi) + f"""\
 g=$({CALL} --query-gpu={','.join(OCC_GPU_FIELDS)} --format=csv,noheader,nounits 2>&1)
-echo "{BEGIN} $?"
+gc=$?
+echo "{BEGIN} $gc"
 [ -n "$g" ] && printf '%s\\n' "$g"
 out=$({apps_query_command(CALL)} 2>&1)
 echo "@apps $?"

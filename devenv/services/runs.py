@@ -25,8 +25,9 @@ class LogPiece:
     log's size then (an ended run's log is complete once offset + len(data) reaches it)."""
 
     data: bytes
-    state: str          # running | starting | exited | lost
+    state: str          # running | starting | exited | killed | lost
     size: int
+    exit_code: int | None = None   # once it ended
 
     @property
     def over(self) -> bool:
@@ -72,6 +73,8 @@ class Runs:
             raise DevenvError(f"the run could not be started in '{self.env.name}' on {self.host_name} "
                               f"(exit {code}): {(err or out).strip()[-300:] or 'no output'}",
                               "check the environment (`devenv status`) and its workspace's free space")
+        if then is not None and not then_argv and self.place.watch_end is not None:
+            self.place.watch_end(f"{self.place.runs_dir}/{run_id}", then)
         return run_id
 
     def list(self) -> list[model.Run]:
@@ -91,7 +94,8 @@ class Runs:
         out = self._script(model.READ, [self.place.runs_dir, run_id, str(int(offset)), str(int(limit)), str(steps)],
                            "reading the run's log")
         head, _, body = out.partition("\n")
-        state, _, size = head.partition(" ")
+        state, _, rest = head.partition(" ")
+        size, _, code = rest.partition(" ")
         if state == "nosuch":
             raise NoSuchRun(f"no run '{run_id}' in '{self.env.name}' on {self.host_name}",
                             f"`devenv runs {self.host_name} --env {self.env.name}` lists its runs")
@@ -100,11 +104,12 @@ class Runs:
             total = int(size)
         except ValueError:
             raise DevenvError(f"the run's log came back unreadable: {head[:80]!r}", "run the command again") from None
-        return LogPiece(data, state, total)
+        return LogPiece(data, state, total, int(code) if code.lstrip("-").isdigit() and code != "-" else None)
 
     def follow(self, run_id: str, offset: int, write: Callable[[bytes], None], until_end: bool = True,
-               reconnect: Callable[[], Runs] | None = None) -> tuple[int, str]:
-        """Write the log from offset as it grows until the run ends; returns (offset reached, final state).
+               reconnect: Callable[[], Runs] | None = None) -> LogPiece:
+        """Write the log from offset as it grows until the run ends; returns the last read (its state and exit
+        code: read with the log's end, so that an environment that `--then` stops right after is not asked again).
         A lost connection is taken again through reconnect(), at the same offset: nothing lost or repeated."""
         from devenv.errors import ConnectError
 
@@ -125,9 +130,9 @@ class Runs:
                 write(piece.data)
                 offset += len(piece.data)
             if piece.over and offset >= piece.size:
-                return offset, piece.state
+                return piece
             if not until_end and not piece.data:
-                return offset, piece.state
+                return piece
 
     def cancel(self, run_id: str, grace_s: int = model.CANCEL_GRACE_S) -> tuple[str, bool]:
         """SIGTERM to the run's process group, SIGKILL after grace_s: (its state before, whether KILL was needed)."""
