@@ -108,6 +108,7 @@ def test_the_verdict_judges_speed_beside_an_idle_co_tenant_and_names_it():
     assert not [c for c in v.checks if c.status == NOT_JUDGED]
     (note,) = [c for c in v.checks if c.name == "idle co-tenant"]
     assert note.status == INFO and who in note.reason and v.idle == (who,)
+    assert note.measured == f"{who}: speed judged"  # shown on its line
     busy = judge_report(recorded_report(), shared={0: "GPU 0 was shared with pid 594 (root, python3)"})
     assert busy.status == BUSY
 

@@ -669,7 +669,8 @@ def judge_report(report: Json, table: SkuTable | None = None, *, shared: dict[in
             checks = _unjudge(checks, shared)
     if idle and ctx.device == "cuda":
         for where in dict.fromkeys(idle.values()):
-            checks.append(Check(name="idle co-tenant", status=INFO, measured="speed judged", source=IDLE_SOURCE,
+            checks.append(Check(name="idle co-tenant", status=INFO, measured=f"{where}: speed judged",
+                                source=IDLE_SOURCE,
                                 reason=f"{where}: it held memory, no SM time, in every sample of the run"))
     sick_words = tuple(dict.fromkeys(f"{r.title}: {r.value}" for r in sick))
     if ctx.device == "cuda":
