@@ -38,8 +38,10 @@ from devenv.services.environments.contract import (
     Check,
     CommandTarget,
     Events,
+    ExecEntry,
     ExecStream,
     Existing,
+    ImagePrune,
     JupyterAccess,
     Removed,
     RunPlace,
@@ -49,6 +51,7 @@ from devenv.services.environments.contract import (
     UpOptions,
     UpResult,
     exec_output,
+    in_folder,
     pick_free_gpus,
 )
 from devenv.services.environments.docker import images
@@ -606,9 +609,25 @@ class Provisioner(FlowBackend):
             return _as_a_shell_says(self.runtime.exec_stream(container, argv), argv)
         return _as_a_shell_says(self.runtime.exec_stream(container, argv, user=user), argv)
 
+    def exec_entry(self, env: EnvProfile, argv: list[str], tty: bool = False) -> ExecEntry | None:
+        """argv in the workspace through the environment's own sshd (Docker's exec API over devenv's connection
+        carries no stdin); without sshd, None (the command runs without stdin), or with tty an error."""
+        if not env.sshd:
+            if not tty:
+                return None
+            raise DevenvError(f"the environment '{env.name}' on {self.host.name} has no sshd of its own",
+                              "set `sshd: true` in its profile and run `devenv up` again")
+        return ExecEntry(in_folder(self.workspace(env), argv), on_host=False)
+
     def build_image(self, env: EnvProfile, inputs: BuildInputs,
                     progress: Callable[[ProgressEvent], None]) -> ImageInfo:
         return images.build_image(self.runtime, env, inputs, progress)
+
+    def prune_images(self, keep_tags: set[str], only_env: str | None, dry_run: bool,
+                     step: Callable[[str], None]) -> ImagePrune:
+        from devenv.services.environments.docker import prune
+
+        return prune.prune(self.runtime, keep_tags, only_env, dry_run, step)
 
     def run_place(self, env: EnvProfile) -> RunPlace:
         """Runs in the container, their folder in the workspace volume (it outlives the container). A container

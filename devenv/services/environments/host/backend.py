@@ -23,6 +23,7 @@ from devenv.services.environments.contract import (
     Check,
     CommandTarget,
     Events,
+    ExecEntry,
     ExecStream,
     Existing,
     JupyterAccess,
@@ -33,7 +34,9 @@ from devenv.services.environments.contract import (
     Traits,
     UpOptions,
     UpResult,
+    exec_output,
     pick_free_gpus,
+    stream_output,
 )
 from devenv.services.environments.flow import FlowBackend
 
@@ -291,14 +294,25 @@ class HostProvisioner(FlowBackend):
         gpus = state.get("gpus", "all")
 
         def script(text: str, args: list[str]) -> tuple[int, str, str]:   # exec's, without reading the state again
-            return self.runtime.exec(env.name, ["sh", "-c", text, "devenv", *args], gpus=gpus)
+            return exec_output(stream_output(self.conn, self.runtime.exec_line(
+                env.name, ["sh", "-c", text, "devenv", *args], gpus=gpus)))
 
         return RunPlace(f"{self.workspace(env)}/{RUNS_FOLDER}", script, script, then=then)
 
     def exec(self, env_name: str, argv: list[str]) -> ExecStream:
+        """argv on the host, in the workspace, with the environment's GPUs: its output streamed as it comes."""
+        return stream_output(self.conn, self._exec_line(env_name, argv))
+
+    def exec_entry(self, env: EnvProfile, argv: list[str], tty: bool = False) -> ExecEntry:
+        """The same line, run by the user's ssh to the host: stdin and a terminal are the host's sshd's."""
+        return ExecEntry(self._exec_line(env.name, argv), on_host=True)
+
+    def _exec_line(self, env_name: str, argv: list[str]) -> str:
         state = self.runtime.state(self.key(env_name))
-        code, out, err = self.runtime.exec(env_name, argv, gpus=(state or {}).get("gpus", "all"))
-        return iter([(out.encode(), err.encode())]), (lambda: code)
+        if state is None:
+            raise DevenvError(f"no environment '{env_name}' on {self.host.name}",
+                              f"start it: devenv up {self.host.name}")
+        return self.runtime.exec_line(env_name, argv, gpus=state.get("gpus", "all"))
 
 
 def _status(state: dict[str, Any], host: str) -> EnvStatus:

@@ -38,6 +38,7 @@ from devenv.services.environments.contract import (
     Check,
     CommandTarget,
     Events,
+    ExecEntry,
     ExecStream,
     Existing,
     JupyterAccess,
@@ -49,6 +50,7 @@ from devenv.services.environments.contract import (
     UpOptions,
     UpResult,
     exec_script,
+    stream_output,
 )
 from devenv.services.environments.flow import FlowBackend
 
@@ -652,17 +654,15 @@ class SlurmEnvironments(FlowBackend):
     def exec(self, env_name: str, argv: list[str]) -> ExecStream:
         """argv on the job's first node, in the workspace (srun --overlap), its output streamed as it comes, with
         no time limit of devenv's (the job's own applies), and its exit code."""
-        command = self.exec_command(env_name, argv)
-        stream = getattr(self.conn, "output_stream", None)
-        if stream is not None:
-            return stream(command)
-        result = self.conn.run(command, timeout=float(10**9))   # a connection that cannot stream (local)
-        return iter([(result.stdout.encode(), result.stderr.encode())]), (lambda: result.exit_code)
+        return stream_output(self.conn, self.exec_command(env_name, argv))
+
+    def exec_entry(self, env: EnvProfile, argv: list[str], tty: bool = False) -> ExecEntry:
+        """The same command, run by the user's ssh to the login node: srun passes stdin (and a terminal) on."""
+        return ExecEntry(self.exec_command(env.name, argv, tty), on_host=True)
 
     def exec_command(self, env_name: str, argv: list[str], tty: bool = False) -> str:
         """The login node's command that runs argv in the env's job (stdin, a terminal when tty, the command's
-        exit code): what `devenv exec` runs with the user's own ssh to the login node when it passes stdin or
-        a terminal."""
+        exit code)."""
         _, job, state = self.running(env_name)
         return slurm_job.exec_command(job.job_id, state["node"], self.host.python,
                                       self._abs(self.files.workspace(env_name)), argv, tty)
