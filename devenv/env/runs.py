@@ -69,6 +69,11 @@ setsid -w sh -c 'printf "%s %s %s %s\n" "$1" "$2" "$$" "$(date +%s)" > "$0/pid.t
   shift 2; exec "$@"' "$dir" "$me" "$(starttime $me)" "$@" </dev/null >>"$dir/log" 2>&1
 code=$?
 printf '%s %s\n' "$code" "$(date +%s)" > "$dir/exit.tmp" && mv "$dir/exit.tmp" "$dir/exit"
+# someone follows the log (READ marks `following`): the action waits (15 s at most) until the log's end was read
+# (READ marks `seen`), since stopping the environment would cut the follower off before the last bytes
+if [ -n "$then" ] && [ -e "$dir/following" ]; then
+  i=0; while [ ! -e "$dir/seen" ] && [ "$i" -lt 300 ]; do sleep 0.05; i=$((i + 1)); done
+fi
 if [ -n "$then" ]; then eval "set -- $then"; "$@" >>"$dir/then.log" 2>&1; fi
 '''
 
@@ -114,6 +119,7 @@ exit 0
 READ = _STATE + r'''
 R=$(runs_home "$1"); d="$R/$2"; off=$3; max=$4; waits=$5
 [ -d "$d" ] || { echo "nosuch 0"; exit 0; }
+[ -e "$d/following" ] || : > "$d/following"
 i=0
 while :; do
   s=$(state_of "$d")
@@ -129,6 +135,7 @@ if [ "$s" = exited ]; then
   [ -e "$d/cancelled" ] && s=killed
 fi
 echo "$s $size $code"
+[ "$code" != - ] && [ "$((size - off))" -le "$max" ] && : > "$d/seen"
 [ "$size" -gt "$off" ] && tail -c +"$((off + 1))" "$d/log" | head -c "$max" | base64
 exit 0
 '''

@@ -19,6 +19,10 @@ class NoSuchRun(BadInput):
     """A run id (or name) the environment does not have: exit 2."""
 
 
+class ScriptFailed(DevenvError):
+    """A run script did not come back (they end with exit 0 themselves): the way to the environment failed."""
+
+
 @dataclass(frozen=True)
 class LogPiece:
     """One read of a run's log: the bytes from the offset asked, the run's state when they were read, and the
@@ -45,7 +49,7 @@ class Runs:
     def _script(self, text: str, args: list[str], what: str) -> str:
         code, out, err = self.place.script(text, args)
         if code != 0:
-            raise DevenvError(f"{what} failed in '{self.env.name}' on {self.host_name} (exit {code}): "
+            raise ScriptFailed(f"{what} failed in '{self.env.name}' on {self.host_name} (exit {code}): "
                               f"{(err or out).strip()[-300:] or 'no output'}",
                               "check that the environment runs: `devenv status " + self.host_name + "`")
         return out
@@ -119,7 +123,7 @@ class Runs:
             try:
                 piece = runs.read(run_id, offset, wait_s=model.FOLLOW_WAIT_S)
                 failures = 0
-            except ConnectError:
+            except (ConnectError, ScriptFailed):   # the connection (or the exec under it) was lost: again
                 failures += 1
                 if reconnect is None or failures > 5:
                     raise
