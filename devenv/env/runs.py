@@ -77,14 +77,16 @@ fi
 if [ -n "$then" ]; then eval "set -- $then"; "$@" >>"$dir/then.log" 2>&1; fi
 '''
 
-# sh -c LAUNCH devenv-run RUNS ID META SUPERVISOR WRAP_N WRAP... THEN_N THEN... -- CMD...: the run's folder and
-# its meta, the supervisor copied in, started detached (under WRAP: [] in place, srun on a Slurm job), its id printed.
+# sh -c LAUNCH devenv-run RUNS ID META SUPERVISOR FOLLOWING WRAP_N WRAP... THEN_N THEN... -- CMD...: the run's
+# folder and its meta (FOLLOWING=1: the caller follows the log from the start, so --then waits for it), the
+# supervisor copied in, started detached (under WRAP: [] in place, srun on a Slurm job), its id printed.
 LAUNCH = _STATE + r'''
-R=$(runs_home "$1"); id=$2; meta=$3; supervisor=$4; shift 4
+R=$(runs_home "$1"); id=$2; meta=$3; supervisor=$4; following=$5; shift 5
 mkdir -p "$R" && chmod 700 "$R" && mkdir "$R/$id" || { echo "devenv: cannot make the run folder $R/$id" >&2; exit 90; }
 d="$R/$id"
 printf '%s\n' "$meta" > "$d/meta.json"
 : > "$d/log"
+[ "$following" = 1 ] && : > "$d/following"
 printf '%s' "$supervisor" > "$d/supervise.sh"
 command -v setsid >/dev/null || { echo "devenv: setsid is not installed here (util-linux)" >&2; exit 91; }
 n=$1; shift; wrap=""

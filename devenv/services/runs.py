@@ -55,7 +55,7 @@ class Runs:
         return out
 
     def start(self, argv: list[str], name: str | None = None, then: str | None = None,
-              gpus: str | None = None) -> str:
+              gpus: str | None = None, following: bool = False) -> str:
         """Start argv detached; returns its id once the supervisor was started."""
         if not argv:
             raise BadInput("no command to run", "give one after --, e.g. devenv run HOST -- python train.py")
@@ -70,7 +70,8 @@ class Runs:
             then_argv = self.place.then[then]
         run_id = model.new_run_id()
         meta = model.meta_line(run_id, name, argv, self.env.name, gpus, then)
-        args = [self.place.runs_dir, run_id, meta, model.SUPERVISOR, str(len(self.place.wrap)), *self.place.wrap,
+        args = [self.place.runs_dir, run_id, meta, model.SUPERVISOR, "1" if following else "0",
+                str(len(self.place.wrap)), *self.place.wrap,
                 str(len(then_argv)), *then_argv, "--", *argv]
         code, out, err = self.place.launch(model.LAUNCH, args)
         if code != 0 or out.strip() != run_id:
