@@ -69,8 +69,8 @@ setsid -w sh -c 'printf "%s %s %s %s\n" "$1" "$2" "$$" "$(date +%s)" > "$0/pid.t
   shift 2; exec "$@"' "$dir" "$me" "$(starttime $me)" "$@" </dev/null >>"$dir/log" 2>&1
 code=$?
 printf '%s %s\n' "$code" "$(date +%s)" > "$dir/exit.tmp" && mv "$dir/exit.tmp" "$dir/exit"
-# someone follows the log (READ marks `following`): the action waits (15 s at most) until the log's end was read
-# (READ marks `seen`), since stopping the environment would cut the follower off before the last bytes
+# someone follows the log (READ or `run --follow` marks `following`): the action waits (15 s at most) until the
+# follower has the log's end (SEEN marks `seen`), since stopping the environment would cut it off before that
 if [ -n "$then" ] && [ -e "$dir/following" ]; then
   i=0; while [ ! -e "$dir/seen" ] && [ "$i" -lt 300 ]; do sleep 0.05; i=$((i + 1)); done
 fi
@@ -137,7 +137,6 @@ if [ "$s" = exited ]; then
   [ -e "$d/cancelled" ] && s=killed
 fi
 echo "$s $size $code"
-[ "$code" != - ] && [ "$((size - off))" -le "$max" ] && : > "$d/seen"
 [ "$size" -gt "$off" ] && tail -c +"$((off + 1))" "$d/log" | head -c "$max" | base64
 exit 0
 '''
@@ -162,6 +161,13 @@ while [ ! -e "$d/exit" ] && [ "$i" -lt 100 ]; do
   [ "$(state_of "$d")" = lost ] && break
   sleep 0.05; i=$((i + 1))
 done
+exit 0
+'''
+
+# sh -c SEEN devenv-seen RUNS ID: the follower has the log's end (what `--then` waits for, 15 s at most): said by
+# the follower once its last read came back, so that stopping the environment cannot cut that read off.
+SEEN = _STATE + r'''
+R=$(runs_home "$1"); [ -d "$R/$2" ] && : > "$R/$2/seen"
 exit 0
 '''
 

@@ -135,6 +135,10 @@ class Runs:
                 write(piece.data)
                 offset += len(piece.data)
             if piece.over and offset >= piece.size:
+                try:   # the end is here: --then may stop the environment now (it waited for this)
+                    runs.place.script(model.SEEN, [runs.place.runs_dir, run_id])
+                except DevenvError:
+                    pass   # the environment is already going (the wait ran out): the end is read all the same
                 return piece
             if not until_end and not piece.data:
                 return piece
