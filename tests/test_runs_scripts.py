@@ -23,7 +23,7 @@ def sh(script: str, *args: str) -> str:
 def launch(runs: Path, *argv: str, wait_end: bool = True) -> str:
     run_id = model.new_run_id()
     meta = model.meta_line(run_id, None, list(argv), "e", None, None)
-    said = sh(model.LAUNCH, str(runs), run_id, meta, model.SUPERVISOR, "0", "0", "--", *argv).strip()
+    said = sh(model.LAUNCH, str(runs), run_id, meta, model.SUPERVISOR, "0", "0", "0", "--", *argv).strip()
     assert said == run_id
     if wait_end:   # READ waits on the host side for the end (bounded): the run's own event, no sleep here
         for _ in range(100):

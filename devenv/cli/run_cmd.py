@@ -104,7 +104,7 @@ def run(host: str, env: str | None, accept_new_host: bool, name: str | None, gpu
             _up_first(session, host, env, accept_new_host, sync_dir, needs_up)
             if needs_up:
                 runs = runs_of(session)
-        run_id = runs.start(argv, name=name, then=then, gpus=gpus)
+        run_id = runs.start(argv, name=name, then=then, gpus=gpus, following=wait or follow)
         click.echo(run_id)
         if not (wait or follow):
             return

@@ -19,6 +19,10 @@ class NoSuchRun(BadInput):
     """A run id (or name) the environment does not have: exit 2."""
 
 
+class ScriptFailed(DevenvError):
+    """A run script did not come back (they end with exit 0 themselves): the way to the environment failed."""
+
+
 @dataclass(frozen=True)
 class LogPiece:
     """One read of a run's log: the bytes from the offset asked, the run's state when they were read, and the
@@ -45,13 +49,13 @@ class Runs:
     def _script(self, text: str, args: list[str], what: str) -> str:
         code, out, err = self.place.script(text, args)
         if code != 0:
-            raise DevenvError(f"{what} failed in '{self.env.name}' on {self.host_name} (exit {code}): "
+            raise ScriptFailed(f"{what} failed in '{self.env.name}' on {self.host_name} (exit {code}): "
                               f"{(err or out).strip()[-300:] or 'no output'}",
                               "check that the environment runs: `devenv status " + self.host_name + "`")
         return out
 
     def start(self, argv: list[str], name: str | None = None, then: str | None = None,
-              gpus: str | None = None) -> str:
+              gpus: str | None = None, following: bool = False) -> str:
         """Start argv detached; returns its id once the supervisor was started."""
         if not argv:
             raise BadInput("no command to run", "give one after --, e.g. devenv run HOST -- python train.py")
@@ -66,7 +70,8 @@ class Runs:
             then_argv = self.place.then[then]
         run_id = model.new_run_id()
         meta = model.meta_line(run_id, name, argv, self.env.name, gpus, then)
-        args = [self.place.runs_dir, run_id, meta, model.SUPERVISOR, str(len(self.place.wrap)), *self.place.wrap,
+        args = [self.place.runs_dir, run_id, meta, model.SUPERVISOR, "1" if following else "0",
+                str(len(self.place.wrap)), *self.place.wrap,
                 str(len(then_argv)), *then_argv, "--", *argv]
         code, out, err = self.place.launch(model.LAUNCH, args)
         if code != 0 or out.strip() != run_id:
@@ -119,7 +124,7 @@ class Runs:
             try:
                 piece = runs.read(run_id, offset, wait_s=model.FOLLOW_WAIT_S)
                 failures = 0
-            except ConnectError:
+            except (ConnectError, ScriptFailed):   # the connection (or the exec under it) was lost: again
                 failures += 1
                 if reconnect is None or failures > 5:
                     raise
@@ -130,6 +135,10 @@ class Runs:
                 write(piece.data)
                 offset += len(piece.data)
             if piece.over and offset >= piece.size:
+                try:   # the end is here: --then may stop the environment now (it waited for this)
+                    runs.place.script(model.SEEN, [runs.place.runs_dir, run_id])
+                except DevenvError:
+                    pass   # the environment is already going (the wait ran out): the end is read all the same
                 return piece
             if not until_end and not piece.data:
                 return piece

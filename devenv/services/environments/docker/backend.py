@@ -661,7 +661,9 @@ class Provisioner(FlowBackend):
             raise DevenvError("internal: no watcher for this run's end", "run it without --then")
         cli = "podman" if self.runtime.engine.name == "podman" else "docker"
         watcher = ('c=$1; d=$2; a=$3; cli=$4; '
-                   '"$cli" exec "$c" sh -c \'while [ ! -e "$1/exit" ]; do sleep 1; done\' devenv "$d" >/dev/null 2>&1; '
+                   '"$cli" exec "$c" sh -c \'while [ ! -e "$1/exit" ]; do sleep 1; done; i=0; '
+                   'while [ -e "$1/following" ] && [ ! -e "$1/seen" ] && [ $i -lt 15 ]; do sleep 1; i=$((i+1)); done\' '
+                   'devenv "$d" >/dev/null 2>&1; '
                    '"$cli" exec "$c" test -e "$d/exit" || exit 0; '
                    'if [ "$a" = stop ]; then exec "$cli" stop "$c"; fi; '
                    'nets=$("$cli" inspect -f \'{{range $k, $v := .NetworkSettings.Networks}}{{$k}} {{end}}\' "$c"); '
