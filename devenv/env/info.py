@@ -21,6 +21,17 @@ class ImageInfo:
 
 
 @dataclass(frozen=True)
+class StoredImage:
+    """An image in a host's engine, as its image list shows it (tags empty: dangling, a rebuild took its tag)."""
+
+    id: str
+    tags: tuple[str, ...]
+    size_bytes: int
+    created: int                      # seconds since the epoch
+    labels: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class ContainerInfo:
     id: str
     name: str

@@ -37,6 +37,7 @@ from devenv.env.info import (
     LimitRefused,
     PortInUse,
     ProgressEvent,
+    StoredImage,
 )
 from devenv.errors import ConnectError, DevenvError
 from devenv.remote.base import Connection
@@ -101,6 +102,37 @@ class DockerRuntime:
         except docker.errors.ImageNotFound:
             return None
         return _image_info(ref, data)
+
+    def images_labelled(self, label: str) -> list[StoredImage]:
+        """Every top-level image carrying label (any value), tagged or dangling."""
+        data = self._call(self.api.images, filters={"label": label})
+        found = []
+        for item in data or []:
+            labels = dict(item.get("Labels") or {})
+            if label not in labels:   # checked here too: an engine that ignores the filter lists everything
+                continue
+            tags = tuple(t for t in item.get("RepoTags") or [] if t and not t.startswith("<none>"))
+            found.append(StoredImage(id=_digest(str(item.get("Id", ""))), tags=tags,
+                                     size_bytes=int(item.get("Size") or 0), created=int(item.get("Created") or 0),
+                                     labels=labels))
+        return found
+
+    def images_in_use(self) -> dict[str, list[str]]:
+        """Image id -> the names of the containers made from it (any state: a stopped container needs its
+        image as much as a running one)."""
+        used: dict[str, list[str]] = {}
+        for item in self._call(self.api.containers, all=True) or []:
+            names = [n.lstrip("/") for n in item.get("Names") or []] or [str(item.get("Id", ""))[:12]]
+            used.setdefault(_digest(str(item.get("ImageID", ""))), []).extend(names)
+        return used
+
+    def remove_image(self, image_id: str) -> None:
+        """Remove one image by id (never forced: the engine refuses one still used, tagged elsewhere or with
+        child images, and that refusal is raised as a DevenvError saying why)."""
+        try:
+            self._call(self.api.remove_image, image_id, force=False, noprune=False)
+        except docker.errors.NotFound:
+            pass   # gone already (another prune): what was asked is true
 
     def pull(self, ref: str, progress: Progress) -> ImageInfo:
         repo, tag = _split_ref(ref)
