@@ -227,3 +227,31 @@ def test_status_summary_warns_in_the_last_tenth_and_says_stopped():
     assert autostop.summary(stopped, running=True)["state"] == "not watching"   # brought back without autostop
     lines = 'me-e1 1 {"state": "watching"}\nbroken\nme-e2 0 {not json\n'
     assert autostop.parse_states(lines) == {"me-e1": {"state": "watching", "watcher_alive": True}}
+
+
+def test_the_hook_runs_first_in_the_workspace_then_the_action_even_when_the_hook_fails(tmp_path):
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    order = tmp_path / "order"
+    config = {"hook_argv": ["sh", "-c", f"pwd > {order}; exit 3"], "hook_cwd": str(workspace),
+              "action_steps": [{"argv": ["sh", "-c", f"echo stopped >> {order}"]}]}
+    assert w.act(config) == "hook failed (exit 3)"
+    assert order.read_text().splitlines() == [str(workspace), "stopped"]
+    assert w.act({"action_steps": [{"argv": ["/nonexistent/docker", "stop", "x"]}]}) == \
+        "/nonexistent/docker failed (FileNotFoundError)"
+
+
+def test_stop_ends_a_process_group(tmp_path):
+    import subprocess
+
+    group = subprocess.Popen(["sh", "-c", "sleep 600 & wait"], start_new_session=True)
+    w.act({"action_steps": [{"killpg": group.pid}]})
+    assert group.wait(30) != 0
+
+
+def test_the_watcher_ends_when_its_environment_is_gone():
+    assert w.environment_gone({"sessions": {"kind": "host"}, "alive_pid": 2 ** 22 + 1}, [])
+    import os
+
+    assert not w.environment_gone({"sessions": {"kind": "host"}, "alive_pid": os.getpid()}, [])
+    assert w.environment_gone({"sessions": {"kind": "container", "container_id": CID}}, [])

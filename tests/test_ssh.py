@@ -6,10 +6,12 @@ DEVENV_SSH_CONFIG and DEVENV_KNOWN_HOSTS point at temporary files).
 
 from __future__ import annotations
 
+import linecache
 import os
 import pty
 import pwd
 import select
+import signal
 import stat
 import subprocess
 import sys
@@ -515,6 +517,43 @@ def test_silent_host_is_dropped_after_unanswered_keepalives(server, key):
                 pass
         assert time.monotonic() - start < 5  # ~1 s + 1 x 1 s, not the OS's TCP timeout
         assert "connection to box" in clear_error(ei, ConnectError).message and "lost" in ei.value.message
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=lambda s: s.name)
+def test_a_signal_as_a_message_gets_the_send_lock_leaves_the_connection_usable(server, key, sig):
+    """Ctrl-C (or SIGTERM, SIGHUP through cli/signals) handled just as a command's message gets the transport's
+    send lock, which another thread held (the keepalive's): the KeyboardInterrupt leaves the lock free, so the
+    stop of the interrupted command, closing and the next command go through. paramiko raised it with the lock
+    held, and `up` interrupted while it waited for Jupyter on the bare host hung for good (the contract suite's
+    host-SIGINT case, 1 run in 5 here)."""
+    from devenv.cli.signals import ending_signals_interrupt
+
+    trust(server)
+    with SSHConnection(target(server, key), name="box") as conn, ending_signals_interrupt():
+        transport = conn.transport()
+        main = threading.get_ident()
+
+        def waits_for_the_send_lock() -> bool:
+            frame = sys._current_frames().get(main)
+            return (frame is not None and frame.f_code.co_name == "_send_user_message"
+                    and "clear_to_send_lock" in linecache.getline(frame.f_code.co_filename, frame.f_lineno))
+
+        def keepalive_holding_the_lock() -> None:
+            with transport.clear_to_send_lock:
+                deadline = time.monotonic() + 10
+                while not waits_for_the_send_lock() and time.monotonic() < deadline:
+                    time.sleep(0.01)
+                # handled in this thread: pending for the main thread, which is blocked on the lock until now
+                signal.pthread_kill(threading.get_ident(), sig)
+
+        holder = threading.Thread(target=keepalive_holding_the_lock)
+        holder.start()
+        with pytest.raises(KeyboardInterrupt):
+            transport.global_request("keepalive@openssh.com", wait=False)
+        holder.join(10)
+        assert transport.clear_to_send_lock.acquire(timeout=5), "the interrupt left the transport's send lock held"
+        transport.clear_to_send_lock.release()
+        assert conn.run("echo still here", timeout=30).stdout == "still here\n"
 
 
 # --- local ---------------------------------------------------------------------------------------------

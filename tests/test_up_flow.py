@@ -101,6 +101,7 @@ class Recording(FlowBackend):
     def workspace(self, env): return "~/w"
     def logs(self, env_name, tail=200, follow=False) -> Iterator[str]: return iter([])
     def exec(self, env_name, argv): raise NotImplementedError
+    def exec_entry(self, env, argv, tty=False): raise NotImplementedError
     def jupyter_access(self, env_name): raise NotImplementedError
     def ssh_target(self, env_name): raise NotImplementedError
     def command_target(self, env_name, host_if_no_env=False): raise NotImplementedError

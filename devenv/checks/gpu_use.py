@@ -32,8 +32,9 @@ def _names(text: str) -> dict[str, str]:
 
 
 def judge_gpu_use(stdout: str, gpus: str, *, allow_busy: bool = False, host: str = "the host",
-                  t: float = 0.0) -> list[CheckResult]:
-    """One result per GPU (free / busy with whom) and, for gpus: N, whether N free ones are there."""
+                  t: float = 0.0, unhealthy: dict[int, str] | None = None) -> list[CheckResult]:
+    """One result per GPU (free / busy with whom) and, for gpus: N, whether N free ones are there (the
+    UNHEALTHY GPUs, index -> finding, left out and named)."""
     occ = parse_occupancy(stdout, t)
     if not occ.gpus:
         return []  # the driver check already says why there is no GPU
@@ -41,12 +42,14 @@ def judge_gpu_use(stdout: str, gpus: str, *, allow_busy: bool = False, host: str
     states = [replace(s, others=tuple(replace(o, container=names.get(o.container, o.container)) if o.container
                                       else o for o in s.others))
               for s in gpu_choose.gpu_states(occ)]
+    states = gpu_choose.mark_unhealthy(states, unhealthy or {})
     wanted = gpu_choose.indices_of(gpus)
     results = []
     for s in states:
         named = wanted is None or s.index in wanted
         status = PASS if s.free else (WARN if named and gpus != "none" else INFO)
-        value = s.describe().split(" is ", 1)[1]  # "free (0% util, 0 MiB used)" / "busy with pid 820 (...)"
+        plain = replace(s, unhealthy=None)  # its use; its health has its own line
+        value = plain.describe().split(" is ", 1)[1]  # "free (0% util, 0 MiB used)" / "busy with pid 820 (...)"
         remedy = None
         if not s.free and status == WARN:
             remedy = ("another process uses this GPU: speed is shared (`devenv sanity` will not judge it); "
@@ -62,6 +65,7 @@ def judge_gpu_use(stdout: str, gpus: str, *, allow_busy: bool = False, host: str
         else:
             busy = f"; busy taken anyway: {', '.join(str(s.index) for s in choice.busy_taken)}" \
                 if choice.busy_taken else ""
+            busy += "".join(f"; skipped {s.describe()}" for s in choice.skipped)
             results.append(CheckResult("gpu.choice", title, WARN if choice.busy_taken else PASS,
                                        f"would pick GPU {choice.gpus}{busy}", None,
                                        {"indices": list(choice.indices)}))

@@ -23,6 +23,7 @@ class Status(str, Enum):
     NO_GPU = "no-gpu"     # a sanity verdict: nothing about a GPU was proven
     NOT_JUDGED = "not-judged"  # a speed measured on a GPU another process was using: shown, never judged
     BUSY = "busy"         # a sanity verdict: a target GPU was shared, so its speed went unjudged
+    UNHEALTHY = "unhealthy"  # a verdict: a GPU is sick (checks.health): its speed is not judged (exit 7)
 
     def __str__(self) -> str:
         return self.value
@@ -68,6 +69,11 @@ class CheckReport:
     def ok(self) -> bool:
         return not self.failed
 
+    @property
+    def unhealthy(self) -> list[CheckResult]:
+        """The health findings that make a GPU UNHEALTHY (checks.health)."""
+        return [c for c in self.checks if c.status == FAIL and c.details.get("unhealthy")]
+
     def counts(self) -> dict[str, int]:
         return {s: sum(1 for c in self.checks if c.status == s) for s in STATUSES}
 
@@ -76,6 +82,7 @@ class CheckReport:
             "host": self.host,
             "env": self.env,
             "ok": self.ok,
+            "unhealthy": bool(self.unhealthy),
             "counts": self.counts(),
             "elapsed_s": round(self.elapsed_s, 3),
             "checks": [c.to_dict() for c in self.checks],

@@ -27,6 +27,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "down": ("down_cmd", "Stop and remove the environment on HOST. The workspace is kept for the next `up` "
                          "unless --purge."),
     "exec": ("exec_cmd", "Run COMMAND in the environment on HOST (put `--` before it), streaming its output."),
+    "gpus": ("gpus_cmd", "Every GPU of HOSTs (profiles, @groups, ssh aliases) in one table: SKU, memory, "
+                         "utilisation, who uses it."),
     "hosts": ("hosts_cmd", "Add, list and remove host profiles (optional: every command also takes an ssh "
                            "alias or user@host[:port])."),
     "image": ("image_cmd", "Environment images on hosts."),
@@ -53,6 +55,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
                          "entry (rsync)."),
     "tunnel": ("tunnel_cmd", "Forward environment PORTs to this machine's 127.0.0.1 (same port, or LOCAL:PORT as "
                              "ssh -L) until Ctrl-C."),
+    "tunnels": ("tunnels_cmd", "List the tunnels held in the background: host, environment, ports, state, since, "
+                               "reconnects."),
     "up": ("up_cmd", "Make (or reattach to) the environment on HOST: check, image, container, Jupyter and sshd, "
                      "tunnels."),
 }

@@ -25,7 +25,8 @@ def check(hosts: tuple[str, ...], env: str | None, accept_new_host: bool, as_jso
     """Check HOST before touching it: SSH, OS, disk, Docker, NVIDIA driver, toolkit, CUDA and arch compatibility.
 
     HOST is a host profile, an @group, an ssh alias or user@host[:port]. Exits 0 only when no check fails
-    (warnings allowed), 1 when one fails, 3 when the host cannot be reached, 2 for a bad name.
+    (warnings allowed), 1 when one fails, 7 when a GPU is UNHEALTHY (its health section names the fault),
+    3 when the host cannot be reached, 2 for a bad name.
     """
     names = host_names(hosts)
     if len(names) == 1 and not hosts[0].startswith("@"):
@@ -40,11 +41,12 @@ def check(hosts: tuple[str, ...], env: str | None, accept_new_host: bool, as_jso
         else:
             print_checks(report)
         if not report.ok:
-            raise SystemExit(EXIT_FAILED)
+            raise SystemExit(report.fail_code)
         return
     if not as_json:
         click.echo(f"Checking {', '.join(names)}...", err=True)
     results = per_host(names, lambda n: _check_one(n, env, accept_new_host))
-    codes = [err.exit_code if err else (0 if report is not None and report.ok else EXIT_FAILED)
+    codes = [err.exit_code if err else (0 if report is not None and report.ok else
+                                        report.fail_code if report is not None else EXIT_FAILED)
              for _, report, err in results]
     finish_per_host(results, codes, as_json, lambda report: report.to_dict(), print_checks)

@@ -3,7 +3,7 @@ connecting, running over several hosts, and the one exit-code contract.
 
 Exit codes (every command): 0 ok, 1 a check or verdict failed, 2 bad input, 3 cannot connect, 4 no GPU proven,
 5 GPU shared (sanity's BUSY: speed not judged), 6 a local port is taken (jupyter -p, tunnel LOCAL:PORT), 70 internal
-error (a bug). Over several hosts (@group), the most telling code wins: 70, 2, 6, 3, 4, 5, then 1.
+error (a bug). Over several hosts (@group), the most telling code wins: 70, 2, 6, 3, 4, 7, 5, then 1.
 """
 
 from __future__ import annotations
@@ -24,7 +24,9 @@ T = TypeVar("T")
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_CONNECT, EXIT_NO_GPU, EXIT_INTERNAL = 0, 1, 2, 3, 4, 70
 EXIT_BUSY = 5
 EXIT_PORT_TAKEN = 6  # errors.PortTaken
-_PRIORITY = (EXIT_INTERNAL, EXIT_BAD_INPUT, EXIT_PORT_TAKEN, EXIT_CONNECT, EXIT_NO_GPU, EXIT_BUSY, EXIT_FAILED)
+EXIT_UNHEALTHY = 7  # a GPU is sick (checks.health)
+_PRIORITY = (EXIT_INTERNAL, EXIT_BAD_INPUT, EXIT_PORT_TAKEN, EXIT_CONNECT, EXIT_NO_GPU, EXIT_UNHEALTHY, EXIT_BUSY,
+             EXIT_FAILED)
 
 env_option = click.option(
     "--env", "-e", "env", metavar="ENV",

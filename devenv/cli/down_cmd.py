@@ -33,9 +33,15 @@ def down(host: str, env: str | None, accept_new_host: bool, purge: bool, assume_
                 click.confirm(f"Delete {', '.join(volumes)} on {host}, with every file in it?", abort=True,
                               err=True)
         removed = session.down(purge=purge)
+    from devenv.services.background_tunnels import stop_env
+
+    stopped = [record.id for record in stop_env(host, env_profile.name)]  # nothing left forwarding to it
     if as_json:
-        emit_json({"schema_version": 1, "host": host, "env": env_profile.name, **removed.to_json()})
+        emit_json({"schema_version": 1, "host": host, "env": env_profile.name, **removed.to_json(),
+                   "tunnels_stopped": stopped})
         return
+    for tid in stopped:
+        click.echo(f"Stopped the background tunnel {tid}.")
     if not removed.items and not removed.volumes:
         click.echo(f"No environment '{env_profile.name}' on {host}: nothing to remove.")
         return

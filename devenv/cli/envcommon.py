@@ -12,6 +12,7 @@ import click
 from devenv.config.profiles import EnvProfile
 from devenv.env.info import EnvStatus
 from devenv.services import jupyter
+from devenv.services.background_tunnels import TunnelRecord
 from devenv.services.environments.contract import Shell
 from devenv.services.session import EnvSession, Tunnel
 
@@ -57,12 +58,16 @@ def print_access(session: EnvSession, env: EnvProfile, status: EnvStatus, token:
         click.echo(f"  Running detached: no tunnels held; `devenv tunnel {host.name} PORT` forwards a port.")
 
 
-def hold(tunnel: Tunnel, host_name: str) -> None:
-    """Keep the tunnel open until Ctrl-C (exit 0) or until it dies (an error saying how to reopen it)."""
+def hold(tunnel: Tunnel, host_name: str, reopen: Callable[[list[Any]], Tunnel],
+         moved: Callable[[list[Any]], bool] | None = None, record: TunnelRecord | None = None) -> None:
+    """Keep the tunnel open until Ctrl-C (exit 0), reopening it on the same local ports whenever its link dies
+    or (moved) what it reached restarted elsewhere (services.held_tunnel: a status line each try); an error only
+    when what it reached ended for good. record: a background holder's, kept up to date, removed at the end."""
     import signal
     import time
 
-    from devenv.errors import ConnectError, DevenvError
+    from devenv.services import background_tunnels
+    from devenv.services.held_tunnel import HeldTunnel
 
     def interrupted(signum: int, frame: FrameType | None) -> NoReturn:
         raise KeyboardInterrupt
@@ -71,18 +76,26 @@ def hold(tunnel: Tunnel, host_name: str) -> None:
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, interrupted)
     via = {"openssh": "OpenSSH", "relay": "a relay in the job"}.get(tunnel.kind, "devenv's SSH connection")
-    click.echo(f"Tunnels open through {via}. Ctrl-C closes them; the environment keeps running.", err=True)
+    click.echo(f"Tunnels open through {via}. Ctrl-C closes them; the environment keeps running; "
+               "a dropped link is reconnected.", err=True)
+    held: list[HeldTunnel] = []
+
+    def say(line: str) -> None:
+        click.echo(f"[{time.strftime('%H:%M:%S')}] {line}", err=True)
+        if record is not None and held:
+            if record.state != held[0].state:
+                record.state, record.since = held[0].state, time.time()
+            record.reconnects = held[0].reconnects
+            background_tunnels.write(record)
+
+    held.append(HeldTunnel(host_name, tunnel, reopen, say, moved=moved))
+    if record is not None:
+        record.state, record.since = "open", time.time()
+        background_tunnels.write(record)
     try:
-        while tunnel.alive():
-            time.sleep(0.5)
-        ended = getattr(tunnel, "ended", None)
-        if ended:   # what the tunnel reached ended on its own (a scheduler's job): the environment is gone, not
-            #         the network, so reopening the tunnel cannot work (exit 1, as for any ended job)
-            raise DevenvError(f"the tunnel to {host_name} closed: {ended}",
-                              f"`devenv up {host_name}` starts the environment again (its workspace is kept)")
-        raise ConnectError(f"the tunnel to {host_name} closed (network lost, or the host went away)",
-                           f"reopen it with `devenv jupyter {host_name}`")
+        held[0].hold()
     except KeyboardInterrupt:
         click.echo("Tunnels closed.", err=True)
     finally:
-        tunnel.close()
+        if record is not None:
+            background_tunnels.remove(record.id)

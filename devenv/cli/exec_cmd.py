@@ -23,7 +23,8 @@ def exec(host: str, env: str | None, accept_new_host: bool, tty: bool,  # noqa: 
     """Run COMMAND in the environment on HOST (put `--` before it), streaming its output.
 
     Piped stdin (`echo hi | devenv exec HOST -- cat`) reaches the command; -t gives it a terminal. Both go
-    through the environment's sshd with your OpenSSH (as `devenv ssh` does).
+    through your OpenSSH: to the environment's own sshd (as `devenv ssh` does), or to the host (the bare host,
+    a cluster's login node).
 
     Exits with the command's exit code (3 when the host cannot be reached). HOST may be an @group: the
     command runs on every host in parallel, each host's output is printed under its name, and the exit code

@@ -1,8 +1,9 @@
-"""`exec` with stdin or a terminal: through the environment's own sshd with the user's OpenSSH.
+"""`exec` with stdin or a terminal: the backend's exec_entry run by the user's OpenSSH.
 
-Docker's exec API carries no stdin over devenv's connection; the environment's sshd does, and gives a pty on
-request. The command's argv is quoted word by word, so the remote shell sees exactly the words given, and it
-runs in the workspace, as `docker exec` would.
+devenv's own connection carries no stdin to a container (Docker's exec API) and gives no terminal; the user's
+ssh does both, to the host (the bare host, a Slurm login node whose srun passes them on) or to the
+environment's own sshd. The backend says which and gives the command line, argv quoted word by word, so the
+remote shell sees exactly the words given, run in the workspace.
 """
 
 from __future__ import annotations
@@ -29,52 +30,29 @@ def stdin_has_input() -> bool:
     return stat.S_ISFIFO(mode) or stat.S_ISREG(mode) or stat.S_ISSOCK(mode)
 
 
-def remote_command(workspace: str, argv: list[str]) -> str:
-    words = " ".join(shlex.quote(a) for a in argv)
-    return f"cd {shlex.quote(workspace)} 2>/dev/null; exec {words}"
-
-
 def exec_over_ssh(host: str, env: str | None, accept_new_host: bool, argv: list[str], tty: bool) -> None:
-    """Run argv in the environment with stdin (and a pty when tty); exits with the command's code.
-
-    Returns (the caller runs it without stdin) for environments that are no container with sshd: the bare
-    host runs its commands through devenv's connection.
-    """
-    from devenv.cli.common import load_host
-    from devenv.cli.env_entry import env_target
-    from devenv.services.environments.contract import Shell
-    from devenv.services.environments.registry import backend_class, known_backend
-    from devenv.services.session import resolve_env
-
-    host_profile = load_host(host)
-    kind = known_backend(host_profile)
-    if kind is not None and kind.shell is Shell.NONE:   # no shell there (a Slurm job): the login node runs it
-        exec_through_login(host, env, accept_new_host, argv, tty)
-    if not tty and not resolve_env(host_profile, env).sshd:
-        return
-    host_profile, _, target = env_target(host, env, accept_new_host)
-    # piped stdin without a terminal on the bare host: devenv's own exec there (it sets the environment's GPUs)
-    if target.destination is None or (backend_class(host_profile).shell is Shell.HOST and not tty):
-        return
-    run_remote(host, ssh_command(target.ssh_argv, target.destination, remote_command(target.workspace, argv), tty),
-               argv)
-
-
-def exec_through_login(host: str, env: str | None, accept_new_host: bool, argv: list[str], tty: bool) -> NoReturn:
-    """An environment that is a scheduler job runs no sshd: the user's ssh to the login node runs the command
-    the backend gives (srun in the job), so stdin, a terminal and the exit code work as in a container."""
-    from devenv.cli.env_entry import keepalive_options, ssh_binary
+    """Run argv in the environment with stdin (and a pty when tty) as its backend's exec_entry says; exits with
+    the command's code. Returns (the caller runs it without stdin) where no stdin can reach the environment."""
+    from devenv.cli.env_entry import keepalive_options, session_target, ssh_binary
     from devenv.remote import openssh
     from devenv.services.session import open_env
 
     with open_env(host, env, accept_new_host=accept_new_host) as session:
-        command = session.backend.exec_command(session.env.name, argv, tty)  # type: ignore[attr-defined]
-        alive = keepalive_options(session.conn)
-        profile = session.host
-    if profile.ssh is None:   # a login node that is this machine
-        raise SystemExit(_call(["/bin/sh", "-c", command]))
-    options = openssh.host_options(profile)
-    run_remote(host, ssh_command((ssh_binary(), *alive, *options[:-1]), options[-1], command, tty), argv)
+        entry = session.backend.exec_entry(session.env, argv, tty)
+        if entry is None:
+            return
+        if entry.on_host:
+            profile = session.host
+            ssh_argv: tuple[str, ...] = ()
+            if profile.ssh is not None:   # else a host that is this machine: its own shell runs it
+                options = openssh.host_options(profile)
+                ssh_argv, destination = (ssh_binary(), *keepalive_options(session.conn), *options[:-1]), options[-1]
+        else:   # the environment's own sshd, through its ssh entry
+            target = session_target(session)
+            ssh_argv, destination = target.ssh_argv, target.destination or ""
+    if not ssh_argv:
+        raise SystemExit(_call(["/bin/sh", "-c", entry.command]))
+    run_remote(host, ssh_command(ssh_argv, destination, entry.command, tty), argv)
 
 
 def ssh_command(ssh_argv: tuple[str, ...], destination: str, command: str, tty: bool) -> list[str]:

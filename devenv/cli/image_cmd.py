@@ -3,7 +3,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import threading
 from collections.abc import Callable
+from typing import Any
 
 import click
 
@@ -108,3 +111,75 @@ def _steps_only(printer: ProgressPrinter) -> Callable[[ProgressEvent], None]:
         if event.text.startswith("Step "):
             printer.progress(event)
     return show
+
+
+@image.command("push")
+@click.argument("source")
+@click.argument("dests", nargs=-1, required=True)
+@env_option
+@accept_new_host_option
+@click.option("--parallel", "-j", type=click.IntRange(1, 32), default=4, show_default=True,
+              help="Destinations streamed to at once.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document (docs/json.md).")
+def push(source: str, dests: tuple[str, ...], env: str | None, accept_new_host: bool, parallel: int,
+         as_json: bool) -> None:
+    """Copy the environment's image from SOURCE to DESTS (hosts or @groups) without a registry.
+
+    The source engine's `save` streams through this machine into each destination engine's `load` (docker or
+    podman at either end); hosts that have an image of the same id are skipped; a broken stream loads nothing.
+    """
+    from devenv.cli.common import host_names, per_host
+    from devenv.env.image_push import progress_line
+    from devenv.errors import BadInput
+    from devenv.services import image_push
+
+    names = [n for n in host_names(dests) if n != source]
+    if not names:
+        raise BadInput(f"no destination other than {source}", "name the hosts (or @group) to copy the image to")
+    with contextlib.ExitStack() as stack:
+        src_session = stack.enter_context(open_env(source, env, accept_new_host=accept_new_host))
+        image_name = src_session.env.image
+        src = image_push.engine_host(src_session, image_name)
+        opening = threading.Lock()
+
+        def dest_side(name: str) -> image_push.EngineHost:
+            with opening:
+                session = stack.enter_context(open_env(name, src_session.env.name, accept_new_host=accept_new_host))
+            return image_push.engine_host(session, image_name)
+
+        def progress(host: str, moved: int, seconds: float, total: int | None) -> None:
+            click.echo("  " + progress_line(host, moved, seconds, total), err=True)
+
+        sides = per_host(names, dest_side)
+        reachable = [side for _, side, _ in sides if side is not None]
+        pushed = {r.host: r for r in image_push.push(src, reachable, parallel=parallel, on_progress=progress,
+                                                     on_note=lambda text: click.echo(text, err=True))}
+    results = [(name, pushed.get(name), err) for name, _, err in sides]
+    codes = [r.exit_code if r is not None else (err.exit_code if err else 0) for _, r, err in results]
+    finish_per_host_push(results, codes, as_json, image_name, source)
+
+
+def finish_per_host_push(results: list[tuple[str, Any, Any]], codes: list[int], as_json: bool, image_name: str,
+                         source: str) -> None:
+    """A JSON document keyed by host, or a line per host; then the most telling exit code."""
+    from devenv.cli.common import worst_exit_code
+    from devenv.cli.render import emit_json
+
+    if as_json:
+        emit_json({"schema_version": 1, "source": source, "image": image_name,
+                   "hosts": {name: r.to_dict() if r is not None else
+                             {"host": name, "outcome": "failed", "error": err.message, "hint": err.hint,
+                              "exit_code": err.exit_code} for name, r, err in results}})
+    else:
+        for name, r, err in results:
+            if r is not None:
+                click.secho(r.describe(), fg={"pushed": "green", "skipped": None}.get(r.outcome, "red"))
+                if r.hint and r.outcome == "failed":
+                    click.secho(f"  Hint: {r.hint}", fg="yellow")
+            elif err is not None:
+                click.secho(f"{name}: {err.message}", fg="red")
+                if err.hint:
+                    click.secho(f"  Hint: {err.hint}", fg="yellow")
+    code = worst_exit_code(codes)
+    if code:
+        raise SystemExit(code)

@@ -26,6 +26,7 @@ STATUS_STYLE: dict[Status, tuple[str, str | None]] = {
     Status.NO_GPU: ("NO GPU", "cyan"),
     Status.NOT_JUDGED: ("BUSY", "magenta"),  # measured on a shared GPU: shown, not judged
     Status.BUSY: ("BUSY", "magenta"),
+    Status.UNHEALTHY: ("UNHEALTHY", "red"),
 }
 _NEEDS_REMEDY = (Status.FAIL, Status.WARN, Status.UNKNOWN)
 
@@ -68,3 +69,9 @@ def print_checks(report: CheckReport, *, err: bool = False) -> None:
                          (Status.SKIP, "skipped")) if counts[s])
     verdict = click.style("ready" if report.ok else "NOT ready", fg="green" if report.ok else "red", bold=True)
     click.echo(f"{report.host} is {verdict} for '{report.env}': {summary} ({report.elapsed_s:.1f} s)", err=err)
+    sick = report.unhealthy
+    if sick:
+        first = sick[0]
+        click.echo(click.style("UNHEALTHY", fg="red", bold=True)
+                   + f": {first.title}: {first.value}" + (f" (and {len(sick) - 1} more)" if len(sick) > 1 else ""),
+                   err=err)

@@ -14,10 +14,11 @@ from devenv.cli.common import accept_new_host_option, env_option, gpus_option, h
 from devenv.cli.params import PassThroughCommand
 from devenv.cli.render import emit_json
 from devenv.env import runs as model
+from devenv.errors import BadInput, ConnectError, DevenvError
 from devenv.services.session import EnvSession, open_env
 
 if TYPE_CHECKING:
-    from devenv.services.runs import Runs
+    from devenv.services.runs import LogPiece, Runs
 
 STATE_COLOR = {"running": "green", "starting": "yellow", "killed": "red", "lost": "red"}
 
@@ -34,7 +35,7 @@ def _write_out(data: bytes) -> None:
 
 
 def follow_run(host: str, env: str | None, accept_new_host: bool, run_id: str, offset: int,
-               first: Runs | None = None) -> tuple[int, str]:
+               first: Runs | None = None) -> LogPiece:
     """Stream the run's log from offset to its end (a lost connection is taken again at the same offset);
     Ctrl-C leaves the run running and says how to come back."""
     sessions: list[EnvSession] = []
@@ -92,20 +93,25 @@ def run(host: str, env: str | None, accept_new_host: bool, name: str | None, gpu
         follow = sys.stdout.isatty() and not wait
     with open_env(host, env, accept_new_host=accept_new_host) as session:
         session.use_gpus(gpus)
-        current = session.backend.find(session.env.name)
-        if current is None or not current.running or sync_dir:
-            _up_first(session, host, env, accept_new_host, sync_dir, current is None or not current.running)
-        runs = runs_of(session)
-        run_id = runs.start(argv, name=name, then=then, gpus=gpus)
+        try:   # the running environment's place at once (no separate lookup first: one round trip less)
+            runs = runs_of(session)
+            needs_up = False
+        except (BadInput, ConnectError):
+            raise
+        except DevenvError:   # not running (or not there): made first, as `up` makes it
+            needs_up = True
+        if needs_up or sync_dir:
+            _up_first(session, host, env, accept_new_host, sync_dir, needs_up)
+            if needs_up:
+                runs = runs_of(session)
+        run_id = runs.start(argv, name=name, then=then, gpus=gpus, following=wait or follow)
         click.echo(run_id)
         if not (wait or follow):
             return
         click.echo(f"Following run {run_id} (Ctrl-C leaves it running)", err=True)
-        _, state = follow_run(host, env, accept_new_host, run_id, 0, first=runs)
-        if not wait:
-            return
-        ended = runs.find(run_id)
-    _exit_with(ended, host)
+        last = follow_run(host, env, accept_new_host, run_id, 0, first=runs)
+    if wait:
+        _exit_with(run_id, last, host)
 
 
 def _up_first(session: EnvSession, host: str, env: str | None, accept_new_host: bool, sync_dir: str | None,
@@ -125,14 +131,14 @@ def _up_first(session: EnvSession, host: str, env: str | None, accept_new_host: 
         sync_after_up(host, session.env.name, accept_new_host, sync_dir)
 
 
-def _exit_with(run: model.Run, host: str) -> None:
-    if run.phase == "lost":
-        click.secho(f"Run {run.id} was lost on {host} (its supervisor is gone: a restart?); its log is kept",
+def _exit_with(run_id: str, last: LogPiece, host: str) -> None:
+    if last.state == "lost":
+        click.secho(f"Run {run_id} was lost on {host} (its supervisor is gone: a restart?); its log is kept",
                     fg="red", err=True)
         raise SystemExit(1)
-    if run.phase == "killed":
-        click.secho(f"Run {run.id} was cancelled (exit {run.exit_code})", fg="yellow", err=True)
-    raise SystemExit(run.exit_code if run.exit_code is not None else 1)
+    if last.state == "killed":
+        click.secho(f"Run {run_id} was cancelled (exit {last.exit_code})", fg="yellow", err=True)
+    raise SystemExit(last.exit_code if last.exit_code is not None else 1)
 
 
 @main.command()

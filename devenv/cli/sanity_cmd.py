@@ -19,15 +19,16 @@ from devenv.cli.common import (
 )
 from devenv.cli.render import STATUS_STYLE, emit_json, print_result
 from devenv.config import validate
-from devenv.sanity.verdict import BUSY, NOT_JUDGED, fmt
+from devenv.errors import BadInput
+from devenv.sanity.verdict import BUSY, HEALTH_IDS, NOT_JUDGED, UNHEALTHY, fmt
 from devenv.services.environments.registry import known_backend
 from devenv.services.session import open_env
 
 if TYPE_CHECKING:
     from devenv.services.sanity import EventHandler, SanityReport
 
-EXIT_FAIL, EXIT_NO_GPU, EXIT_BUSY = 1, 4, 5
-EXIT_OF = {FAIL: EXIT_FAIL, NO_GPU: EXIT_NO_GPU, BUSY: EXIT_BUSY}
+EXIT_FAIL, EXIT_NO_GPU, EXIT_BUSY, EXIT_UNHEALTHY = 1, 4, 5, 7
+EXIT_OF = {FAIL: EXIT_FAIL, NO_GPU: EXIT_NO_GPU, BUSY: EXIT_BUSY, UNHEALTHY: EXIT_UNHEALTHY}
 
 
 class _Sharing(TypedDict):
@@ -36,6 +37,7 @@ class _Sharing(TypedDict):
     gpus: str | None
     allow_busy: bool
     wait_idle: float | None
+    dcgm: int | None
 
 
 @main.command()
@@ -56,6 +58,9 @@ class _Sharing(TypedDict):
               help="Judge speed even when other processes share the GPUs (the report says so).")
 @click.option("--wait-idle", "wait_idle", type=click.FloatRange(0, 86400), default=None, metavar="SECONDS",
               help="First wait up to SECONDS for the GPUs to be free of other processes.")
+@click.option("--dcgm", "dcgm", type=click.Choice(["1", "2", "3"]), is_flag=False, flag_value="1", default=None,
+              metavar="[1|2|3]", help="Also run DCGM's diagnostics at this level (`dcgmi diag -r N`; 1 when "
+                                      "no level is given) and fold them into the verdict.")
 @click.option("--compare-last", is_flag=True, help="Compare with the last saved report of this host.")
 @click.option("--no-save", is_flag=True, help="Do not save the report under devenv's state folder.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report and verdict as JSON.")
@@ -63,17 +68,21 @@ class _Sharing(TypedDict):
               help="On a Slurm cluster: the multi-node checks across N nodes (srun + torchrun).")
 @accept_new_host_option
 def sanity(hosts: tuple[str, ...], suite: str, env: str | None, python: str | None, on_host: bool, only: str,
-           inject: str | None, gpus: str | None, allow_busy: bool, wait_idle: float | None, compare_last: bool,
-           no_save: bool, as_json: bool, accept_new_host: bool, nodes: int | None) -> None:
+           inject: str | None, gpus: str | None, allow_busy: bool, wait_idle: float | None, dcgm: str | None,
+           compare_last: bool, no_save: bool, as_json: bool, accept_new_host: bool, nodes: int | None) -> None:
     """Prove HOST's GPU delivers: matmul rates and memory bandwidth against its SKU, repeatable results,
     and GPT- and ResNet-style training in fp32, TF32, fp16 + GradScaler and bf16.
 
     Other processes on the GPUs (pid, user, container; the run's own do not count) make the speed checks
     "not judged" and the verdict BUSY: a shared GPU is not a broken one.
 
+    A process that only holds memory (no SM time in any sample: nvidia-smi pmon) is named and is no
+    contention. The run's GPUs' health (check's health section) is read first: a sick GPU makes the verdict
+    UNHEALTHY (the finding first, speed not judged).
+
     Exits 0 on pass or warn, 1 when a check fails, 4 when there is no GPU (nothing about a GPU was proven),
-    5 when the GPU was shared (BUSY: speed not judged), 3 when the host cannot be reached. HOST may be an
-    @group: the hosts run in parallel, a verdict each.
+    5 when the GPU was shared (BUSY: speed not judged), 7 when a GPU is UNHEALTHY, 3 when the host cannot be
+    reached. HOST may be an @group: the hosts run in parallel, a verdict each.
     """
     from devenv.services.sanity import STAGES
 
@@ -89,9 +98,13 @@ def sanity(hosts: tuple[str, ...], suite: str, env: str | None, python: str | No
     if nodes is not None or (kind is not None and kind.sanity_across_nodes):
         from devenv.cli.sanity_cluster import cluster_sanity
 
+        if dcgm:
+            raise BadInput("--dcgm runs on one host, not across a cluster's nodes",
+                           "run `devenv sanity NODE --dcgm` against a node's own host profile")
         cluster_sanity(names, nodes, python, as_json, accept_new_host)
         return
-    sharing: _Sharing = {"gpus": gpus, "allow_busy": allow_busy, "wait_idle": wait_idle}
+    sharing: _Sharing = {"gpus": gpus, "allow_busy": allow_busy, "wait_idle": wait_idle,
+                         "dcgm": int(dcgm) if dcgm else None}
     if len(names) > 1 or hosts[0].startswith("@"):
         _sanity_group(names, suite, env, python, on_host, only, inject, no_save, as_json, accept_new_host, sharing)
         return
@@ -176,14 +189,20 @@ def _print_summary(result: SanityReport) -> None:
         click.echo("Mixed precision against fp32 / tf32:")
         for c in amp:
             print_result(c.as_result())
-    fails = [c for c in v.checks if c.status in (FAIL, Status.WARN)]
+    health = [c for c in v.checks if (c.check or "").startswith(HEALTH_IDS) or c.name == "idle co-tenant"]
+    if health:   # the GPUs' health, DCGM's tests (or that there is no DCGM), who else held memory
+        click.echo("Health:")
+        for c in health:
+            print_result(c.as_result())
+    fails = [c for c in v.checks if c.status in (FAIL, Status.WARN) and c not in health]
     if fails:
         click.echo("Needs attention:")
         for c in fails:
             print_result(c.as_result(), source=True)
     busy = [c for c in v.checks if c.status == NOT_JUDGED]
     if busy:
-        click.echo("Not judged (the GPU was shared):")
+        click.echo("Not judged (the GPU is unhealthy):" if v.status == UNHEALTHY else
+                   "Not judged (the GPU was shared):")
         for c in busy:
             print_result(c.as_result())
     label, color = STATUS_STYLE.get(Status(v.status), (str(v.status).upper(), "cyan"))

@@ -9,11 +9,14 @@ import re
 import click
 
 from devenv.cli import main
+from devenv.cli.background import background_options, new_record
+from devenv.cli.background import start as start_background
 from devenv.cli.common import accept_new_host_option, env_option
 from devenv.cli.envcommon import hold
 from devenv.cli.ports import require_free
 from devenv.errors import DevenvError
 from devenv.remote.base import Connection
+from devenv.services.background_tunnels import tunnel_id
 from devenv.services.session import open_env
 
 _SPEC = re.compile(r"^(?:(\d{1,5}):)?(\d{1,5})$")
@@ -25,12 +28,20 @@ _SPEC = re.compile(r"^(?:(\d{1,5}):)?(\d{1,5})$")
 @env_option
 @accept_new_host_option
 @click.option("--json", "as_json", is_flag=True, help="Print the forwards as one JSON line (docs/json.md).")
-def tunnel(host: str, ports: tuple[str, ...], env: str | None, accept_new_host: bool, as_json: bool) -> None:
+@background_options
+def tunnel(host: str, ports: tuple[str, ...], env: str | None, accept_new_host: bool, as_json: bool,
+           background: bool, held_as: str | None) -> None:
     """Forward environment PORTs to this machine's 127.0.0.1 (same port, or LOCAL:PORT as ssh -L) until Ctrl-C.
 
     A LOCAL port that is taken is an error (exit 6); without LOCAL, a taken PORT gives a free one (printed).
     """
     wanted_ports = [_parse(spec) for spec in ports]
+    if background:
+        what = "ports-" + "-".join(f"{local}:{rport}" if local else str(rport) for rport, local in wanted_ports)
+        argv = ["tunnel", host, *ports, *(["--env", env] if env else []),
+                *(["--accept-new-host"] if accept_new_host else [])]
+        start_background(tunnel_id(host, env, what), argv, as_json)
+        return
     for _, local in wanted_ports:
         if local:
             require_free(local, "LOCAL")
@@ -61,7 +72,8 @@ def tunnel(host: str, ports: tuple[str, ...], env: str | None, accept_new_host: 
         _json(host, env_profile.name, [("127.0.0.1", f.local_port, f.remote_port) for f in tun.forwards], tun.kind)
     for f in tun.forwards if not as_json else []:
         click.echo(f"127.0.0.1:{f.local_port} -> {env_profile.name}:{f.remote_port}")
-    hold(tun, host)
+    record = new_record(held_as, host, env_profile.name, "ports", tun.forwards, None) if held_as else None
+    hold(tun, host, session.reopen_forwards, session.forwards_moved, record)
 
 
 def _parse(spec: str) -> tuple[int, int | None]:

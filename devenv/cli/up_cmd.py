@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -12,13 +12,17 @@ from devenv.cli.envcommon import build_input_options, hold, print_access
 from devenv.cli.params import Seconds
 from devenv.cli.progress import ProgressPrinter
 from devenv.cli.render import emit_json
+from devenv.config import hostref
 from devenv.env.image_context import BuildInputs
 from devenv.services.environments.contract import JupyterAccess, UpOptions
 from devenv.services.session import open_env
 
+if TYPE_CHECKING:
+    from devenv.services.placement import GroupChoice
+
 
 @main.command()
-@click.argument("host")
+@click.argument("host", metavar="HOST|@GROUP")
 @env_option
 @accept_new_host_option
 @click.option("--detach", "-d", is_flag=True, help="Leave it running and return; reopen tunnels later with "
@@ -47,6 +51,9 @@ def up(host: str, env: str | None, accept_new_host: bool, detach: bool, assume_y
        sync_dir: str | None) -> None:
     """Make (or reattach to) the environment on HOST: check, image, container, Jupyter and sshd, tunnels.
 
+    With @GROUP, the group's host with enough free GPUs, preferring one that has the image, then the least loaded
+    (said, with every host passed over and why); a re-`up @GROUP` returns to the host it chose.
+
     Running it again is safe: a running environment with the same spec is only reattached; a changed one is
     shown as a diff and recreated on confirmation, keeping the workspace; a half-made one is finished.
     """
@@ -58,6 +65,10 @@ def up(host: str, env: str | None, accept_new_host: bool, detach: bool, assume_y
                         allow_busy, autostop=autostop_config.from_flag(autostop) if autostop else None,
                         no_autostop=no_autostop)
     events = ProgressPrinter()
+    group, placed = None, None
+    if hostref.is_group(host):  # the group's host: the remembered one, else the best fit, and why
+        group, placed = host, choose_in_group(host, env, gpus, accept_new_host, events)
+        host = placed.host
     with open_env(host, env, accept_new_host=accept_new_host, events=events) as session:
         session.connect_ahead()  # every way through `up` connects: the connection overlaps what follows
         session.use_gpus(gpus)
@@ -79,6 +90,10 @@ def up(host: str, env: str | None, accept_new_host: bool, detach: bool, assume_y
             click.echo(f"`up` stopped before '{made.name}' was ready: what it made so far stays on {host}; "
                        f"`devenv up {host}{named}` finishes it, `devenv down {host}{named}` removes it.", err=True)
             raise
+        if group is not None:
+            from devenv.services.placement import remember
+
+            remember(group, session.env.name, host)
         synced = None
         if sync_dir:  # the project first: the devcontainer's lifecycle commands find it in the workspace
             from devenv.cli.sync_cmd import sync_after_up
@@ -94,6 +109,9 @@ def up(host: str, env: str | None, accept_new_host: bool, detach: bool, assume_y
                    "image": result.image_action, "elapsed_s": round(result.elapsed_s, 3),
                    "status": result.status.to_dict(), "notes": result.notes,
                    "jupyter": _jupyter_json(host, session.host.local, session.jupyter_of(result)),
+                   "placement": None if placed is None else {
+                       "group": group, "remembered": placed.remembered, "image_from": placed.image_from,
+                       **(placed.placement.to_dict() if placed.placement else {"host": placed.host})},
                    "devcontainer": None if dc is None else {
                        "source": dc.source, "image": env_profile.image, "forward_ports": list(dc.forward_ports),
                        "base_image": env_profile.project_build.tag if env_profile.project_build else dc.image,
@@ -113,10 +131,33 @@ def up(host: str, env: str | None, accept_new_host: bool, detach: bool, assume_y
     ports = devcontainer_up.open_forwards(session, result, dc) if dc is not None else None
     try:
         if tunnel is not None:
-            hold(tunnel, host)
+            from devenv.cli.jupyter_cmd import reopen_jupyter
+
+            hold(tunnel, host, reopen_jupyter(session, url), session.jupyter_moved)
     finally:
         if ports is not None:
             ports.close()
+
+
+def choose_in_group(group: str, env: str | None, gpus: str | None, accept_new_host: bool,
+                    events: ProgressPrinter) -> GroupChoice:
+    """`up @group`: which host, said with the reason and every host passed over (services.placement)."""
+    from devenv.services.placement import choose_host
+
+    events.step(f"Choosing a host of {group}")
+    placed = choose_host(group, env, gpus, accept_new_host=accept_new_host)
+    if placed.placement is None:
+        events.step(f"Returning to {placed.host}, where `up {group}` made it before")
+        return placed
+    events.step(f"Chose {placed.placement.why}")
+    for other, why in placed.placement.passed_over:
+        events.step(f"Passed over {other}: {why}")
+    if placed.image_from:
+        named = f" --env {env}" if env else ""
+        events.step(f"{placed.host} lacks the image; {placed.image_from} has it: `devenv image push "
+                    f"{placed.image_from} {placed.host}{named}` copies it there without a registry (or let `up` "
+                    "build it)")
+    return placed
 
 
 def _jupyter_json(host: str, local: bool, access: JupyterAccess | None) -> dict[str, Any] | None:

@@ -258,6 +258,18 @@ def step_command(job_id: str, node: str, argv: list[str]) -> str:
     return " ".join(shlex.quote(w) for w in words)
 
 
+def run_step_words(job_id: str, node: str, workspace: str) -> list[str]:
+    """The srun (on the login node) under which a detached run's supervisor is a step of the job on node, in
+    the workspace: no output of srun's own (the run's goes to its log), no input."""
+    if not re.fullmatch(r"\d+", job_id):
+        raise SettingError("job id", f"'{job_id}' is not a job id", "this is a bug in devenv")
+    check_name("node", node)
+    if not workspace.startswith("/"):
+        raise SettingError("workspace", f"'{workspace[:40]}' is not an absolute path", "this is a bug in devenv")
+    return ["srun", "--overlap", f"--jobid={job_id}", "--nodes=1", "--ntasks=1", f"--nodelist={node}",
+            f"--chdir={workspace}", "--input=none", "--quiet", "--"]
+
+
 # `devenv exec` on the login node: srun runs the command on the job's node with stdin, stdout and stderr passed
 # through as they come, and exits with the command's code; this wrapper only takes srun's own report of that
 # code off stderr ("srun: error: node1: task 0: Exited with exit code 3", "...: Terminated", "Force Terminated

@@ -10,6 +10,7 @@ with the "cdi" driver.
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass
 from typing import Any
 
@@ -65,3 +66,59 @@ def cdi_device_names(gpus: str, kind: str = CDI_GPU_KIND) -> list[str]:
     if gpus == "all" or gpus.startswith("free:"):  # a count is picked at `up`: until then, any of them
         return [f"{kind}=all"]
     return [f"{kind}={index.strip()}" for index in gpus.split(",") if index.strip()]
+
+
+# --- the engine's own CLI on the host, for what its API does not stream as well: `save` into `load` -----------
+
+_AUTO_CLI = '"$(command -v docker >/dev/null 2>&1 && echo docker || echo podman)"'
+# What `image inspect` says of a name it does not know: docker, podman (two spellings across versions).
+_NO_SUCH_IMAGE = ("no such image", "image not known", "no such object", "failed to find image")
+
+
+def engine_cli(engine: str) -> str:
+    """The engine's CLI as one shell word: docker, podman, or for `auto` docker where its CLI is, else podman
+    (as dial_command decides)."""
+    return engine if engine in ENGINES else _AUTO_CLI
+
+
+def image_id_command(engine: str, image: str) -> str:
+    """Prints the image's id and size in bytes, or fails saying there is no such image."""
+    return f"{engine_cli(engine)} image inspect --format '{{{{.Id}}}} {{{{.Size}}}}' {shlex.quote(image)}"
+
+
+def save_command(engine: str, image: str) -> str:
+    """The image as a docker-archive tar on stdout (both engines' default format: each loads the other's)."""
+    return f"exec {engine_cli(engine)} save {shlex.quote(image)}"
+
+
+LOAD_TMP_PREFIX = "devenv-load."
+
+
+def load_command(engine: str) -> str:
+    """`load` from stdin, in a private TMPDIR removed however it ends: podman copies its input to a temp file
+    first, and leaves it behind when it is killed (a cut stream); dockerd cleans its own."""
+    return (f'd=$(mktemp -d "${{TMPDIR:-/var/tmp}}/{LOAD_TMP_PREFIX}XXXXXX") || exit 1\n'
+            f'trap \'rm -rf "$d"\' EXIT\ntrap \'rm -rf "$d"; exit 143\' TERM INT HUP\n'
+            f'TMPDIR="$d" {engine_cli(engine)} load -q')
+
+
+def name_image_command(engine: str, image_id: str, image: str) -> str:
+    """One round trip: the image named `image` unless that name already points at image_id (a load names it
+    as the source did: podman adds a registry prefix docker does not, and the reverse), then its id and size."""
+    bare = bare_image_id(image_id)
+    if not bare or not all(c in "0123456789abcdef" for c in bare):
+        raise ValueError(f"not an image id: {image_id!r}")
+    cli, name = engine_cli(engine), shlex.quote(image)
+    return (f"e={cli}; id=$($e image inspect --format '{{{{.Id}}}}' {name} 2>/dev/null)\n"
+            f'case "$id" in *{bare}) ;; *) $e tag {bare} {name} || exit 1 ;; esac\n'
+            f"exec $e image inspect --format '{{{{.Id}}}} {{{{.Size}}}}' {name}")
+
+
+def is_no_such_image(stderr: str) -> bool:
+    text = stderr.lower()
+    return any(words in text for words in _NO_SUCH_IMAGE)
+
+
+def bare_image_id(image_id: str) -> str:
+    """docker says sha256:HEX, podman HEX: the same id both ways (the digest of the image's config)."""
+    return image_id.strip().removeprefix("sha256:")

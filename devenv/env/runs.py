@@ -69,17 +69,24 @@ setsid -w sh -c 'printf "%s %s %s %s\n" "$1" "$2" "$$" "$(date +%s)" > "$0/pid.t
   shift 2; exec "$@"' "$dir" "$me" "$(starttime $me)" "$@" </dev/null >>"$dir/log" 2>&1
 code=$?
 printf '%s %s\n' "$code" "$(date +%s)" > "$dir/exit.tmp" && mv "$dir/exit.tmp" "$dir/exit"
+# someone follows the log (READ or `run --follow` marks `following`): the action waits (15 s at most) until the
+# follower has the log's end (SEEN marks `seen`), since stopping the environment would cut it off before that
+if [ -n "$then" ] && [ -e "$dir/following" ]; then
+  i=0; while [ ! -e "$dir/seen" ] && [ "$i" -lt 300 ]; do sleep 0.05; i=$((i + 1)); done
+fi
 if [ -n "$then" ]; then eval "set -- $then"; "$@" >>"$dir/then.log" 2>&1; fi
 '''
 
-# sh -c LAUNCH devenv-run RUNS ID META SUPERVISOR WRAP_N WRAP... THEN_N THEN... -- CMD...: the run's folder and
-# its meta, the supervisor copied in, started detached (under WRAP: [] in place, srun on a Slurm job), its id printed.
+# sh -c LAUNCH devenv-run RUNS ID META SUPERVISOR FOLLOWING WRAP_N WRAP... THEN_N THEN... -- CMD...: the run's
+# folder and its meta (FOLLOWING=1: the caller follows the log from the start, so --then waits for it), the
+# supervisor copied in, started detached (under WRAP: [] in place, srun on a Slurm job), its id printed.
 LAUNCH = _STATE + r'''
-R=$(runs_home "$1"); id=$2; meta=$3; supervisor=$4; shift 4
+R=$(runs_home "$1"); id=$2; meta=$3; supervisor=$4; following=$5; shift 5
 mkdir -p "$R" && chmod 700 "$R" && mkdir "$R/$id" || { echo "devenv: cannot make the run folder $R/$id" >&2; exit 90; }
 d="$R/$id"
 printf '%s\n' "$meta" > "$d/meta.json"
 : > "$d/log"
+[ "$following" = 1 ] && : > "$d/following"
 printf '%s' "$supervisor" > "$d/supervise.sh"
 command -v setsid >/dev/null || { echo "devenv: setsid is not installed here (util-linux)" >&2; exit 91; }
 n=$1; shift; wrap=""
@@ -107,12 +114,14 @@ done
 exit 0
 '''
 
-# sh -c READ devenv-log RUNS ID OFFSET MAX WAIT: waits up to WAIT s for the log to grow past OFFSET (or the run to
-# end), then prints "STATE SIZE" and the bytes from OFFSET (at most MAX), base64: binary output and lines without
-# an end come through as they are. The state is taken before the size: an ended run's log is complete.
+# sh -c READ devenv-log RUNS ID OFFSET MAX WAIT: waits up to WAIT steps of 0.05 s for the log to grow past OFFSET
+# (or the run to end), then prints "STATE SIZE CODE" (CODE: the exit code once ended, else -) and the bytes from
+# OFFSET (at most MAX), base64: binary output and lines without an end come through as they are. The state is
+# taken before the size: an ended run's log is complete.
 READ = _STATE + r'''
 R=$(runs_home "$1"); d="$R/$2"; off=$3; max=$4; waits=$5
 [ -d "$d" ] || { echo "nosuch 0"; exit 0; }
+[ -e "$d/following" ] || : > "$d/following"
 i=0
 while :; do
   s=$(state_of "$d")
@@ -122,7 +131,12 @@ while :; do
   [ "$i" -ge "$waits" ] && break
   sleep 0.05; i=$((i + 1))
 done
-echo "$s $size"
+code=-
+if [ "$s" = exited ]; then
+  read -r code ended < "$d/exit"
+  [ -e "$d/cancelled" ] && s=killed
+fi
+echo "$s $size $code"
 [ "$size" -gt "$off" ] && tail -c +"$((off + 1))" "$d/log" | head -c "$max" | base64
 exit 0
 '''
@@ -147,6 +161,13 @@ while [ ! -e "$d/exit" ] && [ "$i" -lt 100 ]; do
   [ "$(state_of "$d")" = lost ] && break
   sleep 0.05; i=$((i + 1))
 done
+exit 0
+'''
+
+# sh -c SEEN devenv-seen RUNS ID: the follower has the log's end (what `--then` waits for, 15 s at most): said by
+# the follower once its last read came back, so that stopping the environment cannot cut that read off.
+SEEN = _STATE + r'''
+R=$(runs_home "$1"); [ -d "$R/$2" ] && : > "$R/$2/seen"
 exit 0
 '''
 

@@ -69,3 +69,28 @@ def update_host_facts(host: str, **changes: Any) -> None:
     path = host_path(host)
     paths.ensure_private_dir(path.parent.parent)
     paths.write_private(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+
+def placements_path() -> Path:
+    return paths.state_dir() / "placements.json"
+
+
+def placed_on(group: str, env: str) -> str | None:
+    """The host `up @group` chose for env (a re-`up @group` returns there), if it chose one."""
+    try:
+        data = json.loads(placements_path().read_text())
+    except (OSError, ValueError):
+        return None
+    host = data.get(f"{group}/{env}") if isinstance(data, dict) else None
+    return host if isinstance(host, str) else None
+
+
+def remember_placement(group: str, env: str, host: str) -> None:
+    try:
+        data = json.loads(placements_path().read_text())
+    except (OSError, ValueError):
+        data = {}
+    data = data if isinstance(data, dict) else {}
+    data[f"{group}/{env}"] = host
+    paths.ensure_private_dir(placements_path().parent)
+    paths.write_private(placements_path(), json.dumps(data, indent=2, sort_keys=True) + "\n")

@@ -10,7 +10,7 @@ Spelling, as Docker's `--gpus` does it: a number is a count, indices are a list.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from devenv.errors import DevenvError
@@ -74,6 +74,7 @@ class GpuState:
     mem_used_mib: int | None
     mem_total_mib: int | None
     others: tuple[Sharer, ...] = ()   # processes that are not ours (or one unnamed, for an unexplained load)
+    unhealthy: str | None = None      # the health finding that makes it UNHEALTHY (checks.health): never picked
 
     @property
     def free(self) -> bool:
@@ -81,12 +82,15 @@ class GpuState:
 
     def describe(self) -> str:
         """'GPU 0 is free (0% util, 0 MiB used)' / 'GPU 0 is busy with pid 820 (root, python3, ...)'."""
+        if self.unhealthy:
+            return f"GPU {self.index} is UNHEALTHY ({self.unhealthy})"
         if self.free:
             return f"GPU {self.index} is free ({_num(self.util_pct)}% util, {_num(self.mem_used_mib)} MiB used)"
         return describe_gpu(self.index, list(self.others), "is busy with")
 
     def to_dict(self) -> dict[str, Any]:
-        return {"index": self.index, "uuid": self.uuid, "free": self.free, "util_pct": self.util_pct,
+        return {"index": self.index, "uuid": self.uuid, "free": self.free, "unhealthy": self.unhealthy,
+                "util_pct": self.util_pct,
                 "mem_used_mib": self.mem_used_mib, "mem_total_mib": self.mem_total_mib,
                 "others": [s.to_dict() for s in self.others]}
 
@@ -113,6 +117,11 @@ def gpu_states(sample: Occupancy, me: RunIdentity | None = None) -> list[GpuStat
     return sorted(out, key=lambda s: s.index)
 
 
+def mark_unhealthy(states: list[GpuState], sick: dict[int, str]) -> list[GpuState]:
+    """The states with each sick GPU's finding (GPU index -> 'Remapped Rows > Pending: Yes')."""
+    return [replace(s, unhealthy=sick[s.index]) if s.index in sick else s for s in states]
+
+
 def _load(state: GpuState) -> tuple[int, int, float, int]:
     """Least used first: fewest other processes, least memory used, lowest utilisation, then the index."""
     return (len(state.others), state.mem_used_mib or 0, state.util_pct or 0, state.index)
@@ -129,6 +138,7 @@ class Choice:
     indices: tuple[int, ...]
     uuids: tuple[str | None, ...]
     busy_taken: tuple[GpuState, ...] = ()   # busy GPUs taken anyway (allow_busy)
+    skipped: tuple[GpuState, ...] = ()      # UNHEALTHY GPUs left out of the pick
 
     @property
     def gpus(self) -> str:
@@ -139,8 +149,16 @@ class Choice:
 def choose(states: list[GpuState], count: int, *, host: str = "the host", allow_busy: bool = False,
            among: list[int] | None = None) -> Choice:
     """`count` GPUs: free ones first, least used first; busy ones only with allow_busy. `among` limits the
-    candidates (an environment's own GPUs). Raises NotEnoughFreeGpus naming the busy GPUs and their users."""
-    pool = [s for s in states if among is None or s.index in among]
+    candidates (an environment's own GPUs). UNHEALTHY GPUs are never picked, even with allow_busy (Choice.skipped
+    says which). Raises NotEnoughFreeGpus naming the busy and the unhealthy GPUs."""
+    candidates = [s for s in states if among is None or s.index in among]
+    sick = tuple(s for s in candidates if s.unhealthy)
+    pool = [s for s in candidates if not s.unhealthy]
+    if count > len(pool) and sick:
+        raise NotEnoughFreeGpus(f"{count} GPU{'s' if count > 1 else ''} asked for, but only {len(pool)} of "
+                                f"{len(candidates)} on {host} {'is' if len(pool) == 1 else 'are'} healthy: "
+                                + "; ".join(s.describe() for s in sick),
+                                "each finding's remedy is in `devenv check HOST`; ask for fewer GPUs meanwhile")
     if count > len(pool):
         what = f"{len(pool)} GPU{'s' if len(pool) != 1 else ''}" if pool else "no GPU"
         raise NotEnoughFreeGpus(f"{count} GPUs were asked for, but {host} has {what}"
@@ -159,4 +177,4 @@ def choose(states: list[GpuState], count: int, *, host: str = "the host", allow_
             "or take the least used anyway with `--allow-busy`")
     picked = sorted((free + busy)[:count], key=lambda s: s.index)
     return Choice(tuple(s.index for s in picked), tuple(s.uuid for s in picked),
-                  tuple(s for s in picked if not s.free))
+                  tuple(s for s in picked if not s.free), sick)

@@ -8,6 +8,8 @@ One frame, printed by occupancy_script() on the host (POSIX shell, no python nee
   @user <pid> <user>             (one `ps`)
   @cgroup <pid> <cgroup line>    (read from /proc/<pid>/cgroup: which container)
   @chain <pid> <pid>/<nspid> <ppid>/<nspid> ...   (the process and its ancestors, host pid / innermost pid)
+  @pmon <exit code>              then `nvidia-smi pmon -c 1 -s u` (asked for with pmon=True, when there are
+                                 processes): each process's SM %, to tell an idle co-tenant from a working one
   @end
 The chain tells a run's own processes from the rest even inside a container: nvidia-smi on the host lists host
 pids, the program in a container knows its own pid in the container's namespace (NSpid's last field).
@@ -21,25 +23,46 @@ from typing import Any
 
 from devenv.gpu.nvsmi import CALL, parse_csv, preamble
 from devenv.gpu.nvsmi import to_int as _int
-from devenv.gpu.sample import ProcessSample, apps_pids_script, apps_query_command, container_from_cgroup, parse_apps_csv
+from devenv.gpu.sample import (
+    PMON_MAX_GPUS,
+    ProcessSample,
+    apps_pids_script,
+    apps_query_command,
+    container_from_cgroup,
+    parse_apps_csv,
+    parse_pmon,
+    pmon_command,
+)
 
 OCC_GPU_FIELDS = ("index", "uuid", "memory.used", "memory.total", "utilization.gpu")
 BEGIN, END = "@gpus", "@end"
 # A GPU this busy before a run, with no process to name, is still not free (processes can be invisible to
 # the account devenv logs in as, or in a MIG/vGPU setup).
 UNATTRIBUTED_UTIL_PCT = 10
+# A co-tenant whose SM % stayed at or under this in every pmon sample of a run is idle: it holds memory, not
+# the GPU's time (pmon prints "-" for a process with no utilisation sample: counted as 0).
+IDLE_SM_PCT = 5
 
 
-def occupancy_script(nvidia_smi: str = "nvidia-smi") -> str:
-    """One frame (see the module doc). Ancestor chains are read with the shell's `read`, at most 64 deep."""
+def occupancy_script(nvidia_smi: str = "nvidia-smi", pmon: bool = False) -> str:
+    """One frame (see the module doc). Ancestor chains are read with the shell's `read`, at most 64 deep.
+    pmon: also each process's SM % (one `pmon -c 1`, 0.05 s on the H200: tests/fixtures/health/README.md)."""
+    pmon_lines = f"""
+  set -f; IFS=,; set -- $uuids; unset IFS; set +f
+  while [ $# -gt 0 ]; do
+    ids=$1; shift; n=1
+    while [ $# -gt 0 ] && [ $n -lt {PMON_MAX_GPUS} ]; do ids="$ids,$1"; shift; n=$((n + 1)); done
+    pm=$({pmon_command(CALL)} "$ids" 2>&1); echo "@pmon $?"; printf '%s\\n' "$pm"
+  done""" if pmon else ""
     return preamble(nvidia_smi) + f"""\
 g=$({CALL} --query-gpu={','.join(OCC_GPU_FIELDS)} --format=csv,noheader,nounits 2>&1)
-echo "{BEGIN} $?"
+gc=$?
+echo "{BEGIN} $gc"
 [ -n "$g" ] && printf '%s\\n' "$g"
 out=$({apps_query_command(CALL)} 2>&1)
 echo "@apps $?"
 [ -n "$out" ] && printf '%s\\n' "$out"
-{apps_pids_script()}
+{apps_pids_script(uuids=True)}
 if [ -n "$pids" ]; then
   ps -o pid=,user:32= -p "$pids" 2>/dev/null | while read -r p u; do echo "@user $p $u"; done
   for p in $pids; do
@@ -54,7 +77,7 @@ if [ -n "$pids" ]; then
       chain="$chain $q/$inner"; q=$pp; n=$((n+1))
     done
     echo "@chain $p$chain"
-  done 2>/dev/null
+  done 2>/dev/null{pmon_lines}
 fi
 echo {END}"""
 
@@ -77,6 +100,8 @@ class Occupancy:
     processes: tuple[ProcessSample, ...] = ()
     chains: dict[int, tuple[tuple[int, int], ...]] = field(default_factory=dict)  # pid -> ((host pid, nspid)...)
     error: str | None = None   # nvidia-smi's words when it failed (no GPU, no driver)
+    pmon: bool = False         # the processes' sm_pct come from pmon (a "-" there is None: no sample, idle)
+    tail: str = ""             # what a caller's own commands printed after the frame (sample(extra=...))
 
     def gpu(self, uuid: str | None) -> GpuLoad | None:
         return next((g for g in self.gpus if g.uuid and g.uuid == uuid), None)
@@ -94,8 +119,15 @@ def parse_occupancy(text: str, t: float) -> Occupancy:
     users: dict[int, str] = {}
     cgroups: dict[int, list[str]] = {}
     chains: dict[int, tuple[tuple[int, int], ...]] = {}
+    pmon_lines: list[str] = []
+    pmon_codes: list[int | None] = []
+    tail: list[str] = []
+    ended = False
     error = None
     for line in text.splitlines():
+        if ended:
+            tail.append(line)
+            continue
         head, _, rest = line.partition(" ")
         if head == BEGIN:
             found = _int(rest)
@@ -121,8 +153,13 @@ def parse_occupancy(text: str, t: float) -> Occupancy:
                     if host.isdigit() and inner.isdigit():
                         links.append((int(host), int(inner)))
                 chains[int(parts[0])] = tuple(links)
+        elif head == "@pmon":
+            section = "pmon"
+            pmon_codes.append(_int(rest))
         elif line.strip() == END:
-            section = None
+            section, ended = None, True
+        elif section == "pmon":
+            pmon_lines.append(line)
         elif section == "gpus":
             if code:
                 error = (error or "") + (": " if error else "") + line.strip()
@@ -133,11 +170,15 @@ def parse_occupancy(text: str, t: float) -> Occupancy:
     gpus = tuple(GpuLoad(_int(r["index"]), r["uuid"], _int(r["memory.used"]), _int(r["memory.total"]),
                          _int(r["utilization.gpu"]))
                  for r in parse_csv("\n".join(gpu_lines), OCC_GPU_FIELDS) if _int(r["index"]) is not None)
+    pmon_ok = bool(pmon_codes) and all(code == 0 for code in pmon_codes)
+    sm = parse_pmon(pmon_lines) if pmon_ok else {}
+    index_of = {g.uuid: g.index for g in gpus}
     processes = tuple(
         ProcessSample(p.pid, p.name, p.used_mib, p.gpu_uuid, users.get(p.pid),
-                      container_from_cgroup(cgroups.get(p.pid, ())))
+                      container_from_cgroup(cgroups.get(p.pid, ())),
+                      sm_pct=sm.get((index_of.get(p.gpu_uuid), p.pid)) if pmon_ok else None)  # type: ignore[arg-type]
         for p in parse_apps_csv("\n".join(app_lines)))
-    return Occupancy(t, gpus, processes, chains, error if not gpus else None)
+    return Occupancy(t, gpus, processes, chains, error if not gpus else None, pmon=pmon_ok, tail="\n".join(tail))
 
 
 # --- whose process is it -------------------------------------------------------------------------------
@@ -172,6 +213,16 @@ class Sharer:
     used_mib: int | None = None
     container: str | None = None
     util_pct: int | None = None      # the GPU's utilisation when it was seen (before the run: its alone)
+    sm_max: int | None = None        # its highest SM % in the samples that had pmon ("-" counts as 0)
+    sm_samples: int = 0              # samples where pmon answered for it
+    samples: int = 0                 # samples where it was seen
+
+    @property
+    def idle(self) -> bool:
+        """It held memory but no GPU time: pmon answered in every sample that saw it (at least two), and its
+        SM % never passed IDLE_SM_PCT. Without pmon nobody can tell: not idle."""
+        return (self.pid is not None and self.samples >= 2 and self.sm_samples == self.samples
+                and (self.sm_max or 0) <= IDLE_SM_PCT)
 
     def describe(self) -> str:
         if self.pid is None:
@@ -182,7 +233,9 @@ class Sharer:
             bits.append(f"container {self.container}")
         if self.used_mib is not None:
             bits.append(f"{self.used_mib / 1024:.1f} GiB")
-        if self.util_pct is not None:
+        if self.idle:
+            bits.append(f"at most {self.sm_max or 0}% SM in {self.sm_samples} samples")
+        elif self.util_pct is not None:
             bits.append(f"{self.util_pct}% util")
         return f"pid {self.pid} ({', '.join(bits)})"
 
@@ -209,8 +262,13 @@ def foreign(samples: Iterable[Occupancy], me: RunIdentity | None, uuids: Iterabl
             old = seen.setdefault(p.gpu_uuid, {}).get(p.pid)
             used = max(filter(None, (p.used_mib, old.used_mib if old else None)), default=p.used_mib)
             util = old.util_pct if old else (gpu.util_pct if gpu else None)
+            sm_max = old.sm_max if old else None
+            if s.pmon:
+                sm_max = max(sm_max or 0, p.sm_pct or 0)
             seen[p.gpu_uuid][p.pid] = Sharer(gpu.index if gpu else None, p.gpu_uuid, p.pid, p.user, p.name, used,
-                                             p.container, util)
+                                             p.container, util, sm_max,
+                                             (old.sm_samples if old else 0) + (1 if s.pmon else 0),
+                                             (old.samples if old else 0) + 1)
         if k == 0 and first_is_before_run:
             for g in s.gpus:
                 if (g.uuid and (wanted is None or g.uuid in wanted) and (g.util_pct or 0) >= UNATTRIBUTED_UTIL_PCT

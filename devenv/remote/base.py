@@ -58,5 +58,27 @@ class Connection(Protocol):
     def __exit__(self, *exc: object) -> None: ...
 
 
+class CommandPipe(Protocol):
+    """A command on a host as a byte pipe, stdin written and stdout read in chunks (remote.pipe: SSH, local)."""
+
+    command: str
+
+    def read(self, size: int) -> bytes:
+        """Up to size bytes of stdout as they come; b"" once stdout ended (the command exited or died)."""
+        ...
+
+    def write(self, data: bytes) -> None:
+        """All of data to stdin; OSError when the command stopped reading (it exited, or the link died)."""
+        ...
+
+    def finish(self, timeout: float) -> Result:
+        """Close stdin, wait for the exit (stdout not yet read is the Result's): the exit code (-1: killed or lost)."""
+        ...
+
+    def abort(self) -> None:
+        """Kill the command (its whole process group) and close; safe after finish and twice."""
+        ...
+
+
 def quote(arg: str) -> str:
     return shlex.quote(arg)

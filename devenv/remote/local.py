@@ -18,9 +18,13 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from devenv.errors import CommandFailed, CommandTimeout, DevenvError
 from devenv.remote.base import DEFAULT_TIMEOUT, Result
+
+if TYPE_CHECKING:
+    from devenv.remote.pipe import LocalPipe
 
 _QUIET_AFTER_EXIT = 2.0
 
@@ -59,6 +63,12 @@ class LocalConnection:
                 yield out.decode(errors="replace")
         if proc.exit_code != 0:
             raise CommandFailed(Result(command, "", err.decode(errors="replace"), proc.exit_code))
+
+    def open_pipe(self, command: str) -> LocalPipe:
+        """command started, its stdin and stdout a byte pipe (remote.pipe); abort() kills its group."""
+        from devenv.remote.pipe import LocalPipe
+
+        return LocalPipe(command, _kill_group)
 
     def put(self, data: bytes, remote_path: str, mode: int = 0o644) -> None:
         path = Path(remote_path).expanduser()

@@ -26,6 +26,7 @@ from devenv.remote.tunnels import Forward, LoopbackForwarder, no_delay, transpor
 
 class CommandTunnel(LoopbackForwarder):
     kind = "relay"
+    probe_is_cheap = False   # each connection starts the relay (a job step): a held tunnel must not probe it
 
     def __init__(self, conn: Connection, forwards: list[Forward], command_for: Callable[[Forward], str],
                  watch: Callable[[], str | None] | None = None, watch_every: float = 3.0,

@@ -29,6 +29,7 @@ from devenv.remote.sshlib import paramiko
 
 if TYPE_CHECKING:  # the ssh section of a host profile; for its type only
     from devenv.config.profiles import SSHTarget
+    from devenv.remote.pipe import SSHPipe
 
 log = logging.getLogger(__name__)  # under "devenv": `devenv -v` / DEVENV_DEBUG=1 show it (cli.setup_logging)
 
@@ -226,6 +227,12 @@ class SSHConnection:
                 io.channel.close()
 
         return chunks(), io.exit_code
+
+    def open_pipe(self, command: str) -> SSHPipe:
+        """command started, its stdin and stdout a byte pipe (remote.pipe); abort() kills it on the host."""
+        from devenv.remote.pipe import SSHPipe
+
+        return SSHPipe(self._start(command, None), command, self._stop)
 
     def put(self, data: bytes, remote_path: str, mode: int = 0o644) -> None:
         """Write data to remote_path atomically (temp file + mv), private until chmod; data goes on stdin."""

@@ -37,6 +37,10 @@ if TYPE_CHECKING:
     from devenv.remote.sshlib import paramiko
 
 READY_TIMEOUT = 20.0
+# How a master notices a dead link (network gone, laptop asleep, host powered off): one keepalive after 5 s
+# without a word from the host, gone after 3 unanswered (15-20 s). Idle, that is one small packet each way
+# every 5 s; a held tunnel then reconnects (services.held_tunnel).
+SERVER_ALIVE = ("ServerAliveInterval=5", "ServerAliveCountMax=3")
 _ALIAS_SAFE = re.compile(r"[^A-Za-z0-9._-]")
 _SOCKET_PATH_MAX = 100  # sun_path is 108 bytes on Linux (104 on macOS); room for the socket's name
 
@@ -115,7 +119,7 @@ class ControlMaster:
         options = openssh.host_options(host)
         self.argv = [ssh_binary, "-M", "-N", "-S", self.path, "-o", "ControlPersist=no",
                      "-o", "ExitOnForwardFailure=yes", "-o", "BatchMode=yes",
-                     "-o", "ServerAliveInterval=15", "-o", "ServerAliveCountMax=3", *options]
+                     "-o", SERVER_ALIVE[0], "-o", SERVER_ALIVE[1], *options]
         self._client = [ssh_binary, "-S", self.path, "-o", "ControlMaster=no", *options]
         # Own session: a Ctrl-C meant for devenv reaches ssh only through close(), after devenv is done;
         # and should devenv die without closing it, the kernel ends ssh too (no stray forwarder). Forked by
@@ -125,6 +129,7 @@ class ControlMaster:
                           stderr=self._log, start_new_session=True, preexec_fn=_die_with_parent)
         self._ready = False
         self._lock = threading.Lock()
+        self._pidfd: int | None = None
 
     def wait_ready(self, timeout: float = READY_TIMEOUT) -> None:
         """Until the master is logged in (its control socket answers); ConnectError if it exits first."""
@@ -142,9 +147,9 @@ class ControlMaster:
             time.sleep(0.02)
         self._ready = True
 
-    def forward(self, f: Forward, cancel: bool = False) -> None:
+    def forward(self, f: Forward, cancel: bool = False, ready_timeout: float = READY_TIMEOUT) -> None:
         """Add (or cancel) one local forward on the master."""
-        self.wait_ready()
+        self.wait_ready(ready_timeout)
         spec = f"127.0.0.1:{f.local_port}:{f.remote_host}:{f.remote_port}"
         with self._lock:
             # _client ends in "--", destination: the control command goes before them
@@ -162,7 +167,20 @@ class ControlMaster:
     def alive(self) -> bool:
         return self.proc.poll() is None
 
+    def exit_fd(self) -> int | None:
+        """A file descriptor that turns readable when the master exits (a pidfd: a holder waits on it in
+        select() instead of polling), None where the system has none."""
+        if self._pidfd is None and hasattr(os, "pidfd_open"):
+            try:
+                self._pidfd = os.pidfd_open(self.proc.pid)
+            except OSError:   # already gone (and reaped), or no pidfd here: the caller polls alive()
+                return None
+        return self._pidfd
+
     def close(self) -> None:
+        pidfd, self._pidfd = self._pidfd, None
+        if pidfd is not None:
+            os.close(pidfd)
         if self.proc.poll() is None:
             self.proc.terminate()
             try:
@@ -214,10 +232,22 @@ def close_masters() -> None:
 atexit.register(close_masters)
 
 
+def uses_openssh(host: HostProfile) -> bool:
+    """Whether the host's tunnels go through OpenSSH (open_tunnel's choice)."""
+    return host.ssh is not None and os.environ.get("DEVENV_TUNNEL", "auto") != "paramiko" and bool(shutil.which("ssh"))
+
+
 def prestart_tunnels(host: HostProfile) -> None:
     """Start the host's OpenSSH master now (no wait) where tunnels will go through OpenSSH."""
-    if host.ssh is not None and os.environ.get("DEVENV_TUNNEL", "auto") != "paramiko" and shutil.which("ssh"):
+    if uses_openssh(host):
         control_master(host)
+
+
+def relink(host: HostProfile, timeout: float) -> None:
+    """The host's OpenSSH master logged in within timeout (a new one if the last died): ConnectError if not.
+    A reconnecting tunnel's first step, and its proof that the network is back."""
+    if uses_openssh(host):
+        control_master(host).wait_ready(timeout)
 
 
 class OpenSSHTunnel:
@@ -226,7 +256,8 @@ class OpenSSHTunnel:
 
     kind = "openssh"
 
-    def __init__(self, host: HostProfile, forwards: list[Forward], ssh_binary: str):
+    def __init__(self, host: HostProfile, forwards: list[Forward], ssh_binary: str,
+                 ready_timeout: float = READY_TIMEOUT):
         self.host = host
         self.forwards = forwards
         self.master = control_master(host, ssh_binary)
@@ -234,22 +265,22 @@ class OpenSSHTunnel:
         self._added: list[Forward] = []
         try:
             for f in forwards:
-                self.master.forward(f)
+                self.master.forward(f, ready_timeout=ready_timeout)
                 self._added.append(f)
-            self._wait_ready()
+            self._wait_ready(ready_timeout)
         except BaseException:
             self.close()
             raise
 
-    def _wait_ready(self) -> None:
-        deadline = time.monotonic() + READY_TIMEOUT
+    def _wait_ready(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
         pending = list(self.forwards)
         while pending:
             if not self.master.alive():
                 raise ConnectError(f"ssh could not open the tunnel to {self.host.name}: {self.master._error()}",
                                    "check `ssh` to the host by hand, and AllowTcpForwarding on its sshd")
             if time.monotonic() > deadline:
-                raise ConnectError(f"the tunnel to {self.host.name} did not open within {READY_TIMEOUT:.0f} s",
+                raise ConnectError(f"the tunnel to {self.host.name} did not open within {timeout:.0f} s",
                                    "the host may be slow to answer; try again")
             if _accepts(pending[0].local_port):
                 pending.pop(0)
@@ -258,6 +289,9 @@ class OpenSSHTunnel:
 
     def alive(self) -> bool:
         return self.master.alive()
+
+    def exit_fd(self) -> int | None:
+        return self.master.exit_fd()
 
     def close(self) -> None:
         """Cancel this tunnel's forwards; the master stays for the process's other tunnels to the host."""
@@ -346,12 +380,12 @@ class ParamikoTunnel(LoopbackForwarder):
 
 
 def open_tunnel(host: HostProfile, conn: Connection, forwards: list[Forward],
-                prefer_openssh: bool = True) -> OpenSSHTunnel | ParamikoTunnel:
+                prefer_openssh: bool = True, ready_timeout: float = READY_TIMEOUT) -> OpenSSHTunnel | ParamikoTunnel:
     """An OpenSSHTunnel when `ssh` is installed (and $DEVENV_TUNNEL is not 'paramiko'), else a ParamikoTunnel."""
     choice = os.environ.get("DEVENV_TUNNEL", "auto")
     ssh_binary = shutil.which("ssh")
     if prefer_openssh and choice != "paramiko" and ssh_binary:
-        return OpenSSHTunnel(host, forwards, ssh_binary)
+        return OpenSSHTunnel(host, forwards, ssh_binary, ready_timeout)
     if choice == "openssh":
         raise DevenvError("DEVENV_TUNNEL=openssh but `ssh` is not installed", "install openssh-client")
     return ParamikoTunnel(conn, forwards)

@@ -235,13 +235,12 @@ class HostRuntime:
         result = self.conn.run(f"tail -n {count} {log}", timeout=60)
         yield from result.stdout.splitlines()
 
-    def exec(self, env_name: str, argv: list[str], gpus: str = "all") -> tuple[int, str, str]:
-        """Run argv in the workspace with the profile's python first on PATH, seeing the env's GPUs only."""
+    def exec_line(self, env_name: str, argv: list[str], gpus: str = "all") -> str:
+        """The host's shell line running argv in the workspace with the profile's python first on PATH, seeing
+        the env's GPUs only (a missing command: the shell's one line and 127)."""
         bindir = f"$(dirname $(command -v {shlex.quote(self.python)}))"
-        command = (f"cd {_home(self.workspace(env_name))} 2>/dev/null || cd; PATH={bindir}:$PATH; "
-                   + cuda_visible_prefix(gpus) + " ".join(shlex.quote(a) for a in argv))
-        result = self.conn.run(command, timeout=3600)
-        return result.exit_code, result.stdout, result.stderr
+        return (f"cd {_home(self.workspace(env_name))} 2>/dev/null || cd; PATH={bindir}:$PATH; "
+                + cuda_visible_prefix(gpus) + " ".join(shlex.quote(a) for a in argv))
 
     def _python(self, script: str, *args: str) -> Result:
         argv = " ".join(shlex.quote(a) for a in args)

@@ -22,6 +22,11 @@ Json = dict[str, Any]  # a report, result or table entry as the on-host script (
 SKU_TABLE_PATH = Path(__file__).parent / "data" / "gpu_skus.yaml"
 NOT_JUDGED = Status.NOT_JUDGED  # a speed measured on a GPU another process was using: shown, never judged
 BUSY = Status.BUSY  # the verdict when speed went unjudged because a target GPU was shared
+UNHEALTHY = Status.UNHEALTHY  # the verdict when a target GPU is sick (checks.health): speed not judged
+HEALTH_IDS = ("gpu.", "dcgm")  # the ids of health findings and DCGM's results among a verdict's checks
+HEALTH_SOURCE = "`nvidia-smi -q` and the kernel log's Xid lines, read from the host before the run (docs/health.md)"
+IDLE_SOURCE = ("devenv rule: a process that holds memory but had no SM time in any sample of the run (nvidia-smi "
+               "pmon) takes nothing from the run's speed; the workloads are sized by the memory free at the start")
 _RANK = {FAIL: 3, WARN: 2, PASS: 1, INFO: 0, SKIP: 0, NOT_JUDGED: 0}
 SHARED_SOURCE = ("DCGM diagnostics refuse to judge a GPU that other processes use: their numbers measure the "
                  "sharing, not the GPU")
@@ -95,6 +100,8 @@ class Verdict:
     checks: tuple[Check, ...] = field(default_factory=tuple)
     shared: tuple[str, ...] = ()  # "GPU 0 was shared with pid 820 (...)", one per shared target GPU
     allow_busy: bool = False      # judged anyway although shared (--allow-busy)
+    idle: tuple[str, ...] = ()    # "GPU 0 also held pid 820 (...)": idle co-tenants, speed judged beside them
+    unhealthy: tuple[str, ...] = ()  # "GPU 0 health: Remapped Rows > Pending: Yes", the findings that make it sick
 
     def __post_init__(self) -> None:
         if not isinstance(self.status, Status):
@@ -112,7 +119,8 @@ class Verdict:
     def to_dict(self) -> Json:
         return {"status": self.status, "summary": self.summary, "gpu_proven": self.gpu_proven, "sku": self.sku,
                 "gpu_name": self.gpu_name, "counts": self.counts(), "shared": list(self.shared),
-                "allow_busy": self.allow_busy, "checks": [c.to_dict() for c in self.checks]}
+                "allow_busy": self.allow_busy, "idle": list(self.idle), "unhealthy": list(self.unhealthy),
+                "checks": [c.to_dict() for c in self.checks]}
 
 
 # ----------------------------------------------------------------------------------- the SKU table
@@ -618,13 +626,31 @@ def _unjudge(checks: list[Check], shared: dict[int | None, str]) -> list[Check]:
     return out
 
 
+def health_checks(health: list[CheckResult]) -> list[Check]:
+    """The host's health findings (checks.health) as the verdict's checks."""
+    out = []
+    for r in health:
+        gpu = r.details.get("gpu_in_run")
+        source = r.details.get("source")
+        out.append(Check(name=r.title, status=r.status, measured=r.value,
+                         source=source if isinstance(source, str) else HEALTH_SOURCE,
+                         reason=r.remedy or "", check=r.id, gpu=gpu if isinstance(gpu, int) else None))
+    return out
+
+
 def judge_report(report: Json, table: SkuTable | None = None, *, shared: dict[int | None, str] | None = None,
-                 allow_busy: bool = False) -> Verdict:
+                 allow_busy: bool = False, idle: dict[int | None, str] | None = None,
+                 health: list[CheckResult] | None = None) -> Verdict:
     """The verdict on a report. `shared`: the run's GPU index (None: which is unknown) -> who else used it
     during the run ("GPU 0 was shared with pid 820 (...)"). Speed checks on those GPUs are not judged and the
     verdict is BUSY (a failed correctness check still fails), unless allow_busy: then everything is judged and
-    the report says it was judged anyway."""
+    the report says it was judged anyway. `idle`: co-tenants that held memory and no SM time: named, speed judged.
+    `health`: the host's health findings for the run's GPUs (checks.health): an UNHEALTHY one makes every speed
+    check not judged and the verdict UNHEALTHY, the finding first."""
     shared = dict(shared or {})
+    idle = dict(idle or {})
+    health = list(health or [])
+    sick = [r for r in health if r.status == FAIL and r.details.get("unhealthy")]
     fp = report.get("fingerprint") or {}
     ctx = context_for(fp, table)
     results = [r for r in report.get("results") or [] if isinstance(r, dict)]
@@ -641,6 +667,16 @@ def judge_report(report: Json, table: SkuTable | None = None, *, shared: dict[in
                                        "rates may be the other processes' doing"))
         else:
             checks = _unjudge(checks, shared)
+    if idle and ctx.device == "cuda":
+        for where in dict.fromkeys(idle.values()):
+            checks.append(Check(name="idle co-tenant", status=INFO, measured=f"{where}: speed judged",
+                                source=IDLE_SOURCE,
+                                reason=f"{where}: it held memory, no SM time, in every sample of the run"))
+    sick_words = tuple(dict.fromkeys(f"{r.title}: {r.value}" for r in sick))
+    if ctx.device == "cuda":
+        checks += health_checks(health)
+        if sick:
+            checks = _unjudge(checks, {None: f"UNHEALTHY ({sick_words[0]})"})
     if report.get("inject"):
         checks.append(Check(name="fault injection", status=INFO, measured=report["inject"],
                             reason="a fault was planted on purpose (--inject): this run tests devenv, not the host"))
@@ -649,7 +685,8 @@ def judge_report(report: Json, table: SkuTable | None = None, *, shared: dict[in
     tally = f"{counts[PASS]} passed, {counts[WARN]} warned, {counts[FAIL]} failed"
     if counts[NOT_JUDGED]:
         tally += f", {counts[NOT_JUDGED]} not judged"
-    fails = [c for c in checks if c.status == FAIL]
+    health_ids = {r.id for r in health}
+    fails = [c for c in checks if c.status == FAIL and c.check not in health_ids]  # a sick GPU is said first
     if ctx.device != "cuda":
         status = FAIL if worst == _RANK[FAIL] else NO_GPU
         summary = f"no GPU: nothing about a GPU was proven (CPU smoke: {tally})"
@@ -670,9 +707,17 @@ def judge_report(report: Json, table: SkuTable | None = None, *, shared: dict[in
                     summary += f"; {whom}: speed not judged"
             elif shared and allow_busy:
                 summary += f"; judged although {'; '.join(dict.fromkeys(shared.values()))} (--allow-busy)"
+            if idle and not sick:
+                summary += f"; {'; '.join(dict.fromkeys(idle.values()))}: idle, speed judged"
+            if sick:
+                status = UNHEALTHY
+                more = f" (and {len(sick_words) - 1} more)" if len(sick_words) > 1 else ""
+                summary = f"{sick_words[0]}{more}: speed not judged ({who}: {tally})"
     if fails:
         summary += f"; first failure: {fails[0].name}: {fails[0].reason}"
     return Verdict(status=status, summary=summary, gpu_proven=ctx.device == "cuda" and status != FAIL,
                    sku=ctx.sku.id if ctx.sku else None, gpu_name=ctx.gpu_name, checks=tuple(checks),
                    shared=tuple(dict.fromkeys(shared.values())) if ctx.device == "cuda" else (),
-                   allow_busy=allow_busy and bool(shared))
+                   allow_busy=allow_busy and bool(shared),
+                   idle=tuple(dict.fromkeys(idle.values())) if ctx.device == "cuda" else (),
+                   unhealthy=sick_words if ctx.device == "cuda" else ())

@@ -27,10 +27,12 @@ class GpusBusy(DevenvError):
 
 
 def sample(conn: Connection, *, nvidia_smi: str = "nvidia-smi", timeout: float = 30,
-           clock: Callable[[], float] = time.time) -> Occupancy:
-    """One look (never raises for a host without GPUs: its Occupancy has no GPUs and an error)."""
+           clock: Callable[[], float] = time.time, pmon: bool = False, extra: str = "") -> Occupancy:
+    """One look (never raises for a host without GPUs: its Occupancy has no GPUs and an error). pmon: with each
+    process's SM % (to tell an idle co-tenant from a working one); extra: shell lines run after the frame, their
+    output in the Occupancy's tail."""
     try:
-        result = conn.run(occupancy_script(nvidia_smi), timeout=timeout)
+        result = conn.run(occupancy_script(nvidia_smi, pmon=pmon) + ("\n" + extra if extra else ""), timeout=timeout)
     except DevenvError as e:
         return Occupancy(clock(), error=e.message)
     occ = parse_occupancy(result.stdout, clock())
@@ -52,8 +54,9 @@ def name_containers(conn: Connection, sharers: list[Sharer]) -> list[Sharer]:
 class Watch:
     """Samples a host every `every_s` seconds in a daemon thread until stop(); keeps every sample."""
 
-    def __init__(self, conn: Connection, every_s: float = 2.0, nvidia_smi: str = "nvidia-smi"):
-        self.conn, self.every_s, self.nvidia_smi = conn, every_s, nvidia_smi
+    def __init__(self, conn: Connection, every_s: float = 2.0, nvidia_smi: str = "nvidia-smi", pmon: bool = True,
+                 extra: str = ""):
+        self.conn, self.every_s, self.nvidia_smi, self.pmon, self.extra = conn, every_s, nvidia_smi, pmon, extra
         self.samples: list[Occupancy] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="gpu-occupancy", daemon=True)
@@ -69,7 +72,7 @@ class Watch:
 
     def _loop(self) -> None:
         while not self._stop.is_set():
-            occ = sample(self.conn, nvidia_smi=self.nvidia_smi)
+            occ = sample(self.conn, nvidia_smi=self.nvidia_smi, pmon=self.pmon, extra=self.extra)
             if occ.gpus:
                 self.samples.append(occ)
             self._stop.wait(self.every_s)
@@ -128,6 +131,18 @@ def wait_free(conn: Connection, gpus: str, *, host: str, timeout_s: float, among
             sleep(min(WAIT_STEP_S, max(0.0, timeout_s - waited)))
 
 
+def unhealthy_gpus(conn: Connection) -> dict[int, str]:
+    """GPU index -> the finding that makes it UNHEALTHY, from one `nvidia-smi -q` (checks.health); {} when it
+    cannot be read (the pick goes on as before)."""
+    from devenv.checks.health import health_probe, judge_health, sick_gpus
+
+    try:
+        result = conn.run(health_probe(), timeout=30)
+    except DevenvError:
+        return {}
+    return sick_gpus(judge_health(result.stdout, result.exit_code, None))
+
+
 def gpu_picker(conn: Connection, host: str, *, allow_busy: bool = False,
                on_note: Callable[[str], None] | None = None) -> Callable[[int], str]:
     """For `up` (provision.UpOptions.pick_gpus): count -> the least used free GPUs of the host, as "1,3".
@@ -136,7 +151,7 @@ def gpu_picker(conn: Connection, host: str, *, allow_busy: bool = False,
         occ = sample(conn)
         if not occ.gpus:
             raise DevenvError(f"cannot pick GPUs on {host}: {occ.error}", "check the driver with `devenv check`")
-        states = gpu_choose.gpu_states(occ)
+        states = gpu_choose.mark_unhealthy(gpu_choose.gpu_states(occ), unhealthy_gpus(conn))
         names: dict[str, str] | None = None
         if any(o.container for s in states for o in s.others):
             from devenv.services.monitor import container_names
@@ -149,5 +164,8 @@ def gpu_picker(conn: Connection, host: str, *, allow_busy: bool = False,
         for s in choice.busy_taken:
             if on_note is not None:
                 on_note(f"{s.describe()}: taken anyway (--allow-busy)")
+        for s in choice.skipped:
+            if on_note is not None:
+                on_note(f"{s.describe()}: not picked")
         return choice.gpus
     return pick_now

@@ -79,7 +79,7 @@ def services_for(host_profiles: dict[str, HostProfile], accept_new_host: bool = 
             opened = s.open_jupyter(access)[1]
             if opened is None:   # only this machine needs none, and it is not asked to open one
                 raise DevenvError(f"internal: no tunnel to {name}'s Jupyter", "report this bug")
-            return opened
+            return held_in_background(s, name, opened)
 
         return open_link(owner, name, s.env.name, lambda: (access.port, access.token), None if local else tunnel,
                          url_of=jupyter.lab_url)
@@ -168,3 +168,21 @@ def _sanity_progress(event: dict[str, Any], progress: Progress) -> None:
         progress(text + (f" ({'; '.join(bad)})" if bad else ""), None)
     elif kind == "start":
         progress("started", 0.0)
+
+
+def held_in_background(session: EnvSession, host: str, tunnel: Tunnel) -> Tunnel:
+    """The monitor's Jupyter tunnel, held on a thread that reopens it as `devenv jupyter` does (same local
+    port, Jupyter found again); its status lines go to devenv's log (`--debug-log`)."""
+    import logging
+
+    from devenv.services.held_tunnel import HeldInBackground, HeldTunnel
+
+    log = logging.getLogger("devenv.tunnels")
+
+    def reopen(forwards: list[Any]) -> Tunnel:
+        opened = session.reopen_jupyter(forwards[0].local_port)[1]
+        if opened is None:
+            raise DevenvError(f"internal: no tunnel to {host}'s Jupyter", "report this bug")
+        return opened
+
+    return HeldInBackground(HeldTunnel(host, tunnel, reopen, log.warning, moved=session.jupyter_moved))

@@ -10,11 +10,13 @@ from typing import Any
 
 from devenv.checks import engine as engine_checks
 from devenv.checks import gpu_use
+from devenv.checks import health as health_checks
 from devenv.checks import host as hc
 from devenv.checks.compat_findings import compat_checks
-from devenv.checks.report import CheckReport, CheckResult
+from devenv.checks.report import FAIL, CheckReport, CheckResult
 from devenv.config.profiles import EnvProfile, HostProfile
 from devenv.env import state as envstate
+from devenv.gpu import choose as gpu_choose
 from devenv.remote.base import Connection
 
 PROBE_TIMEOUT = 30.0
@@ -51,6 +53,8 @@ def run_check(
     probes["docker_endpoint"] = engine_checks.docker_endpoint_probe(host.engine) if containers else "exit 0"
     probes["image"] = engine_checks.image_probe(env.image, host.engine) if containers else "exit 1"
     probes["gpu_use"] = gpu_use.probe()
+    probes["health"] = health_checks.health_probe()
+    probes["xid"] = health_checks.XID_PROBE
     probes["python"] = hc.python_probe(host.python) if not containers else "exit 0"
     probes["disk"] = engine_checks.disk_probe(host.engine) if containers else hc.home_disk_probe()
     # One round trip for every probe; the latency and forwarding probes (no shell) overlap it.
@@ -88,15 +92,38 @@ def run_check(
     add(*gpu_checks)
     if inventory:
         add(*hc.judge_mig(out["mig"]))
-    if inventory:
-        add(*gpu_use.judge_gpu_use(out["gpu_use"].stdout, env.gpus, allow_busy=allow_busy, host=host.name,
-                                   t=time.time()))
+        health = health_checks.judge_health(out["health"].stdout, out["health"].exit_code, out["xid"].stdout)
+        sick = health_checks.sick_gpus(health)
+        use = gpu_use.judge_gpu_use(out["gpu_use"].stdout, env.gpus, allow_busy=allow_busy, host=host.name,
+                                    t=time.time(), unhealthy=sick)
+        unused = _unused_gpus(env.gpus, sick, use)
+        if unused:  # a sick GPU this environment will not get: said, and `up` goes on with the others
+            health = health_checks.spare(health, unused, "not used: this environment's GPUs are others")
+        add(*health, *use)
     if engine is not None:
         add(engine_checks.judge_gpu_access(engine.name, host.gpu_devices, env.gpus, out["toolkit"], out["cdi_specs"],
                                            engine.docker_info, bool(inventory), wants_gpu))
     add(*compat_checks(env, inventory, image, host_python=_host_torch(results)))
     add(hc.judge_forwarding(allowed, detail))
-    return CheckReport(host.name, env.name, results, time.perf_counter() - started)
+    report = CheckReport(host.name, env.name, results, time.perf_counter() - started)
+    if report.unhealthy:
+        report.fail_code = health_checks.EXIT_UNHEALTHY
+    return report
+
+
+def _unused_gpus(gpus: str, sick: dict[int, str], use: list[CheckResult]) -> set[int]:
+    """The sick GPUs the environment's `gpus:` leaves out: named others, or N picked from the healthy ones."""
+    if not sick:
+        return set()
+    if gpus == "none":
+        return set(sick)
+    named = gpu_choose.indices_of(gpus)
+    if named is not None:
+        return {i for i in sick if i not in named}
+    choice = next((r for r in use if r.id == "gpu.choice" and r.status != FAIL), None)
+    if gpu_choose.count_of(gpus) is not None and choice is not None:
+        return {i for i in sick if i not in choice.details.get("indices", [])}
+    return set()
 
 
 def _learn_docker_socket(host: HostProfile, engine: str | None, endpoint: hc.Output) -> None:

@@ -19,14 +19,19 @@ class NoSuchRun(BadInput):
     """A run id (or name) the environment does not have: exit 2."""
 
 
+class ScriptFailed(DevenvError):
+    """A run script did not come back (they end with exit 0 themselves): the way to the environment failed."""
+
+
 @dataclass(frozen=True)
 class LogPiece:
     """One read of a run's log: the bytes from the offset asked, the run's state when they were read, and the
     log's size then (an ended run's log is complete once offset + len(data) reaches it)."""
 
     data: bytes
-    state: str          # running | starting | exited | lost
+    state: str          # running | starting | exited | killed | lost
     size: int
+    exit_code: int | None = None   # once it ended
 
     @property
     def over(self) -> bool:
@@ -44,13 +49,13 @@ class Runs:
     def _script(self, text: str, args: list[str], what: str) -> str:
         code, out, err = self.place.script(text, args)
         if code != 0:
-            raise DevenvError(f"{what} failed in '{self.env.name}' on {self.host_name} (exit {code}): "
+            raise ScriptFailed(f"{what} failed in '{self.env.name}' on {self.host_name} (exit {code}): "
                               f"{(err or out).strip()[-300:] or 'no output'}",
                               "check that the environment runs: `devenv status " + self.host_name + "`")
         return out
 
     def start(self, argv: list[str], name: str | None = None, then: str | None = None,
-              gpus: str | None = None) -> str:
+              gpus: str | None = None, following: bool = False) -> str:
         """Start argv detached; returns its id once the supervisor was started."""
         if not argv:
             raise BadInput("no command to run", "give one after --, e.g. devenv run HOST -- python train.py")
@@ -65,13 +70,16 @@ class Runs:
             then_argv = self.place.then[then]
         run_id = model.new_run_id()
         meta = model.meta_line(run_id, name, argv, self.env.name, gpus, then)
-        args = [self.place.runs_dir, run_id, meta, model.SUPERVISOR, str(len(self.place.wrap)), *self.place.wrap,
+        args = [self.place.runs_dir, run_id, meta, model.SUPERVISOR, "1" if following else "0",
+                str(len(self.place.wrap)), *self.place.wrap,
                 str(len(then_argv)), *then_argv, "--", *argv]
         code, out, err = self.place.launch(model.LAUNCH, args)
         if code != 0 or out.strip() != run_id:
             raise DevenvError(f"the run could not be started in '{self.env.name}' on {self.host_name} "
                               f"(exit {code}): {(err or out).strip()[-300:] or 'no output'}",
                               "check the environment (`devenv status`) and its workspace's free space")
+        if then is not None and not then_argv and self.place.watch_end is not None:
+            self.place.watch_end(f"{self.place.runs_dir}/{run_id}", then)
         return run_id
 
     def list(self) -> list[model.Run]:
@@ -91,7 +99,8 @@ class Runs:
         out = self._script(model.READ, [self.place.runs_dir, run_id, str(int(offset)), str(int(limit)), str(steps)],
                            "reading the run's log")
         head, _, body = out.partition("\n")
-        state, _, size = head.partition(" ")
+        state, _, rest = head.partition(" ")
+        size, _, code = rest.partition(" ")
         if state == "nosuch":
             raise NoSuchRun(f"no run '{run_id}' in '{self.env.name}' on {self.host_name}",
                             f"`devenv runs {self.host_name} --env {self.env.name}` lists its runs")
@@ -100,11 +109,12 @@ class Runs:
             total = int(size)
         except ValueError:
             raise DevenvError(f"the run's log came back unreadable: {head[:80]!r}", "run the command again") from None
-        return LogPiece(data, state, total)
+        return LogPiece(data, state, total, int(code) if code.lstrip("-").isdigit() and code != "-" else None)
 
     def follow(self, run_id: str, offset: int, write: Callable[[bytes], None], until_end: bool = True,
-               reconnect: Callable[[], Runs] | None = None) -> tuple[int, str]:
-        """Write the log from offset as it grows until the run ends; returns (offset reached, final state).
+               reconnect: Callable[[], Runs] | None = None) -> LogPiece:
+        """Write the log from offset as it grows until the run ends; returns the last read (its state and exit
+        code: read with the log's end, so that an environment that `--then` stops right after is not asked again).
         A lost connection is taken again through reconnect(), at the same offset: nothing lost or repeated."""
         from devenv.errors import ConnectError
 
@@ -114,7 +124,7 @@ class Runs:
             try:
                 piece = runs.read(run_id, offset, wait_s=model.FOLLOW_WAIT_S)
                 failures = 0
-            except ConnectError:
+            except (ConnectError, ScriptFailed):   # the connection (or the exec under it) was lost: again
                 failures += 1
                 if reconnect is None or failures > 5:
                     raise
@@ -125,9 +135,13 @@ class Runs:
                 write(piece.data)
                 offset += len(piece.data)
             if piece.over and offset >= piece.size:
-                return offset, piece.state
+                try:   # the end is here: --then may stop the environment now (it waited for this)
+                    runs.place.script(model.SEEN, [runs.place.runs_dir, run_id])
+                except DevenvError:
+                    pass   # the environment is already going (the wait ran out): the end is read all the same
+                return piece
             if not until_end and not piece.data:
-                return offset, piece.state
+                return piece
 
     def cancel(self, run_id: str, grace_s: int = model.CANCEL_GRACE_S) -> tuple[str, bool]:
         """SIGTERM to the run's process group, SIGKILL after grace_s: (its state before, whether KILL was needed)."""

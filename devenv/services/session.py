@@ -17,7 +17,7 @@ import os
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from functools import cached_property
-from typing import Any, Protocol
+from typing import Any
 
 from devenv.checks.report import CheckReport, CheckResult
 from devenv.config import hostref, profiles
@@ -42,17 +42,9 @@ from devenv.services.environments.contract import (
     UpResult,
 )
 from devenv.services.environments.registry import BackendClass, backend_class, open_backend, settle
+from devenv.services.held_tunnel import Tunnel as Tunnel
 
-
-class Tunnel(Protocol):
-    """An open set of local forwards (remote.tunnels' OpenSSH or paramiko tunnel, remote.relay's)."""
-
-    kind: str
-    forwards: list[Any]   # remote.tunnels.Forward
-
-    def alive(self) -> bool: ...
-
-    def close(self) -> None: ...
+RELINK_TIMEOUT = 5.0   # one reconnect attempt of a held tunnel: a login that takes longer is tried afresh
 
 
 def resolve_env(host: HostProfile, flag: str | None) -> EnvProfile:
@@ -186,6 +178,13 @@ class EnvSession:
         self._allow_busy = options.allow_busy
         if self._relay_ahead:
             options = replace(options, relay_ahead=True)
+        setting = None if options.no_autostop else (options.autostop or self.env.autostop or self.host.autostop)
+        if setting is not None and not self.kind.autostops:   # refused before anything is made or submitted
+            from devenv.config.autostop import AutostopError
+
+            raise AutostopError(f"autostop is not available for {self.traits.environment} on {self.host.name} "
+                                "yet", "leave autostop out of the profiles, or pass --no-autostop (a scheduler's "
+                                "job still ends at its own time limit)")
         self._start_check_early()
         from devenv.env.spec import owner
         from devenv.services.environments.lock import up_lock
@@ -193,10 +192,8 @@ class EnvSession:
         with up_lock(self.conn, owner(), self.env.name, self.events.step):  # one `up` of it at a time
             result = self.backend.up(self.env, key, events=self.events, options=options)
             # the flag's, else the env profile's, else the host profile's (None: a running watcher stays)
-            setting = options.autostop or self.env.autostop or self.host.autostop
             if setting is not None or options.no_autostop:
-                note = self.backend.arm_autostop(self.env, result, None if options.no_autostop else setting,
-                                                 disarm=options.no_autostop)
+                note = self.backend.arm_autostop(self.env, result, setting, disarm=options.no_autostop)
                 if note:
                     result.notes.append(note)
         if key and self.env.sshd and result.host_key and "ssh" in result.status.ports:
@@ -222,14 +219,17 @@ class EnvSession:
             return None
         return JupyterAccess(result.status, result.token, result.status.ports["jupyter"])
 
-    def open_jupyter(self, access: JupyterAccess, local_port: int | None = None) -> tuple[str, Tunnel | None]:
-        """(Jupyter's URL with its token, the tunnel that carries it: None when this machine is the host)."""
+    def open_jupyter(self, access: JupyterAccess, local_port: int | None = None, *,
+                     exact: bool = False, ready_timeout: float | None = None) -> tuple[str, Tunnel | None]:
+        """(Jupyter's URL with its token, the tunnel that carries it: None when this machine is the host).
+        exact: local_port itself, never another (a reopened tunnel keeps its port: PortTaken if it is held)."""
         if self.host.local and access.relay is None:
             return jupyter.lab_url(access.port, access.token), None
-        from devenv.remote.tunnels import Forward, choose_local_port
+        from devenv.remote.tunnels import READY_TIMEOUT, Forward, choose_local_port
 
         preferred = local_port or self.env.ports.get("jupyter", CONTAINER_PORTS["jupyter"])
-        forward = Forward("jupyter", "127.0.0.1", access.port, choose_local_port(preferred))
+        forward = Forward("jupyter", "127.0.0.1", access.port,
+                          preferred if exact else choose_local_port(preferred))
         tunnel: Tunnel
         if access.relay is not None:
             from devenv.remote.relay import CommandTunnel
@@ -240,8 +240,74 @@ class EnvSession:
         else:
             from devenv.remote.tunnels import open_tunnel
 
-            tunnel = open_tunnel(self.host, self.conn, [forward])
+            tunnel = open_tunnel(self.host, self.conn, [forward], ready_timeout=ready_timeout or READY_TIMEOUT)
         return jupyter.lab_url(tunnel.forwards[0].local_port, access.token), tunnel
+
+    # --- held tunnels, opened again after their link died (services.held_tunnel) -------------------------
+
+    def relink(self, timeout: float = RELINK_TIMEOUT) -> None:
+        """Before a held tunnel is reopened: the host's OpenSSH master logged in again (the proof that the
+        network is back), and devenv's own connection answering: one left from before the drop that does not
+        answer a keepalive within timeout is dropped, so that the next command dials afresh."""
+        from devenv.errors import ConnectError
+        from devenv.remote.tunnels import relink
+
+        relink(self.host, timeout)
+        ping = getattr(self.conn, "ping", None)
+        if ping is None:
+            return
+        try:
+            ping(timeout)
+        except ConnectError:
+            self.conn.close()
+
+    def reopen_jupyter(self, local_port: int) -> tuple[str, Tunnel | None]:
+        """Jupyter's URL and tunnel again on the same local port, found afresh through the backend (an
+        environment that restarted has a new port, container or node)."""
+        self.relink()
+        try:
+            access = self.backend.jupyter_access(self.env.name)
+        finally:
+            self.close()
+        return self.open_jupyter(access, local_port, exact=True, ready_timeout=RELINK_TIMEOUT)
+
+    def jupyter_moved(self, forwards: list[Any]) -> bool:
+        """Whether the environment's Jupyter is no longer where the held tunnel forwards to (restarted on
+        another port, or not running)."""
+        from devenv.errors import DevenvError
+
+        try:
+            access = self.backend.jupyter_access(self.env.name)
+        except DevenvError:
+            return True
+        finally:
+            self.close()
+        return access.relay is None and access.port != forwards[0].remote_port
+
+    def forwards_moved(self, forwards: list[Any]) -> bool:
+        """Whether the environment is no longer at the address the held tunnel forwards to (a new container,
+        or none running)."""
+        try:
+            status = self.backend.find(self.env.name)
+        finally:
+            self.close()
+        return status is None or not status.running or status.address != forwards[0].remote_host
+
+    def reopen_forwards(self, forwards: list[Any]) -> Tunnel:
+        """The environment's forwarded ports again on the same local ports, at its address as the backend
+        gives it now (a restarted container has a new one)."""
+        from devenv.errors import DevenvError
+
+        self.relink()
+        try:
+            status = self.backend.find(self.env.name)
+        finally:
+            self.close()
+        if status is None or not status.running or not status.address:
+            raise DevenvError(f"the environment '{self.env.name}' on {self.host.name} is not running",
+                              f"`devenv up {self.host.name}` starts it; the tunnel reconnects once it runs")
+        return self.forward([(f.name, status.address, f.remote_port, f.local_port) for f in forwards],
+                            exact=True, ready_timeout=RELINK_TIMEOUT)
 
     def connect_ahead(self) -> None:
         """Start the host's SSH connection now, in the background (remote.ssh's dial_ahead), so that it overlaps
@@ -259,12 +325,14 @@ class EnvSession:
 
             prestart_tunnels(self.host)
 
-    def forward(self, wanted: list[tuple[str, str, int, int | None]]) -> Tunnel:
-        """Tunnels for (name, remote host, remote port, preferred local port)."""
-        from devenv.remote.tunnels import Forward, choose_local_port, open_tunnel
+    def forward(self, wanted: list[tuple[str, str, int, int | None]], *, exact: bool = False,
+                ready_timeout: float | None = None) -> Tunnel:
+        """Tunnels for (name, remote host, remote port, preferred local port); exact: that port, never another."""
+        from devenv.remote.tunnels import READY_TIMEOUT, Forward, choose_local_port, open_tunnel
 
-        forwards = [Forward(name, rhost, rport, choose_local_port(pref)) for name, rhost, rport, pref in wanted]
-        tunnel: Tunnel = open_tunnel(self.host, self.conn, forwards)
+        forwards = [Forward(name, rhost, rport, pref if exact and pref else choose_local_port(pref))
+                    for name, rhost, rport, pref in wanted]
+        tunnel: Tunnel = open_tunnel(self.host, self.conn, forwards, ready_timeout=ready_timeout or READY_TIMEOUT)
         return tunnel
 
     def ssh_alias(self) -> tuple[str | None, str]:

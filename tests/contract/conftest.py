@@ -76,18 +76,10 @@ def place(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
 
 # What a backend does not do yet, each with the bug's words: the case runs and must fail (strict), so a fix
 # shows as XPASS until its line here goes. Empty when every backend keeps the whole contract.
-KNOWN_GAPS: dict[tuple[str, str], str] = {
-    ("test_exec_passes_stdin", "memory"): "exec's contract carries no stdin (only a container's own sshd does)",
-    ("test_exec_passes_stdin", "host"): "exec's contract carries no stdin (only a container's own sshd does)",
-    ("test_exec_streams_output_as_it_comes", "host"): "the bare host's exec returns the output once the command ended",
-}
+KNOWN_GAPS: dict[tuple[str, str], str] = {}
 # Seen failing some of the time, not understood yet: xfail without strict, so that a pass is no error either. Each
 # one is an open bug named in the session notes; take it out once fixed.
-UNEXPLAINED: dict[tuple[str, str], str] = {
-    ("test_signal_at_each_wait_of_up_leaves_nothing_the_next_up_cannot_finish", "host-SIGINT"):
-        "bare host: SIGINT at one of up's waits has failed in 2 of 7 runs on a loaded machine (SIGTERM and SIGHUP at "
-        "the same waits pass): open bug",
-}
+UNEXPLAINED: dict[tuple[str, str], str] = {}
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -5,8 +5,8 @@ over tests/memory_runtime.py's engine instead of a Docker daemon. It joins the r
 The engine's state is kept in a file under $DEVENV_HOME, read and written around each call under a lock, so
 that several `devenv` processes (two `up` at once) see one engine, as they would see one Docker daemon.
 `exec` runs the command on this machine, in a folder of the container's own, streaming its output as a
-container's would. Waits the suite interrupts are gates: a build, or the services' readiness, that goes on
-only once the file $DEVENV_MEMORY_GATE exists.
+container's would; with stdin (exec_entry), this machine's shell runs it there. Waits the suite interrupts
+are gates: a build, or the services' readiness, that goes on only once the file $DEVENV_MEMORY_GATE exists.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from devenv.config.profiles import EnvProfile, HostProfile
 from devenv.env.runs import RUNS_FOLDER
 from devenv.errors import DevenvError
 from devenv.remote.base import Connection
-from devenv.services.environments.contract import Check, RunPlace
+from devenv.services.environments.contract import Check, ExecEntry, RunPlace, in_folder
 from devenv.services.environments.docker.backend import Provisioner
 
 GATE = "DEVENV_MEMORY_GATE"            # a file: builds and readiness wait until it exists
@@ -58,6 +58,13 @@ class _Engine(MemoryRuntime):
         if any(c.name == req.name for c in self.containers.values()):  # as Docker answers: 409 Conflict
             raise DevenvError(f"Conflict: the container name {req.name} is already in use", "remove it")
         return super().create(req)
+
+
+def container_folder(container: str) -> Path:
+    """The container's own folder on this machine, where its commands run."""
+    folder = engine_dir() / f"fs-{container}"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
 
 
 def _gate_open() -> bool:
@@ -109,8 +116,7 @@ class SharedRuntime:
         """argv run here, in the container's folder, its output passed on as it comes."""
         if self._call("find", container) is None:
             raise DevenvError(f"no container {container}", "")
-        workspace = self.dir / f"fs-{container}"
-        workspace.mkdir(exist_ok=True)
+        workspace = container_folder(container)
         try:
             proc = subprocess.Popen(argv, cwd=workspace, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                     stderr=subprocess.PIPE)
@@ -152,10 +158,16 @@ class MemoryBackend(Provisioner):
     """Environments in the memory engine (an EnvironmentBackend): the docker backend's steps, no daemon."""
 
     early_preflight = False     # the check is this file's, instant: nothing to overlap
+    autostops = False           # no host beside it to run a watcher on
 
     @classmethod
     def open(cls, host: HostProfile, conn: Connection, check: Check | None = None) -> MemoryBackend:
         return cls(SharedRuntime(host.name), host, check)  # type: ignore[arg-type]
+
+    def exec_entry(self, env: EnvProfile, argv: list[str], tty: bool = False) -> ExecEntry:
+        """argv in the container's folder on this machine (the host is this machine: its own shell runs it)."""
+        container = self.running_container_of(env.name)
+        return ExecEntry(in_folder(str(container_folder(container)), argv), on_host=True)
 
     @classmethod
     def run_check(cls, conn: Connection, host: HostProfile, env: EnvProfile,

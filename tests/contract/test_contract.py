@@ -9,9 +9,11 @@ xdist workers, and a backend makes its environment a few times, not once per cas
 
 from __future__ import annotations
 
+import json
 import re
 import signal
 import threading
+import time
 
 import pytest
 from places import Place
@@ -189,6 +191,28 @@ def test_signal_at_each_wait_of_up_leaves_nothing_the_next_up_cannot_finish(plac
         place.ok("up", place.host, "--detach", extra_env=after, timeout=600)
         assert len(place.live()) == 1, (wait.name, place.live())
         assert [r["state"] for r in place.rows()] == ["running"], wait.name
+
+
+def test_autostop_is_armed_or_refused_before_anything_changes(place: Place):
+    """`up --autostop`: a backend that autostops arms its watcher (said in the notes; status shows its state)
+    and `--no-autostop` ends it; one that does not refuses up front (exit 2 with a hint), leaving what runs."""
+    before = place.up()
+    armed = place.devenv("up", place.host, "--detach", "--json", "--autostop", "30m")
+    no_traceback(armed.stderr)
+    if armed.returncode == 2:
+        assert "autostop is not available" in armed.stderr and "--no-autostop" in armed.stderr, armed.stderr
+        assert place.rows()[0]["container"] == before["status"]["container"]
+        return
+    assert armed.returncode == 0, armed.stderr
+    assert any(n.startswith("autostop: stop after 30 m idle") for n in json.loads(armed.stdout)["notes"])
+    deadline = time.monotonic() + 120      # the watcher writes its state at its first sample
+    while not place.rows()[0].get("autostop") and time.monotonic() < deadline:
+        time.sleep(0.2)
+    watching = place.rows()[0]["autostop"]
+    assert watching["state"] == "watching" and watching["window_s"] == 1800, watching
+    off = place.up("--no-autostop")
+    assert "autostop turned off" in off["notes"]
+    assert place.rows()[0]["autostop"] is None
 
 
 def test_the_environment_ends_clean(place: Place):

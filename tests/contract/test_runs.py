@@ -8,7 +8,9 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 from places import Place
@@ -107,10 +109,10 @@ def test_binary_output_comes_back_byte_for_byte(place: Place):
     assert done.stdout == b"\x00\xff\x01x"
 
 
-@pytest.mark.parametrize("then", ["stop"])
-def test_then_stop_or_refused_with_a_reason(place: Place, then: str):
-    """--then stop where the backend offers it: the environment is stopped when the run ends (`up` brings it
-    back); where it does not, a clear refusal (exit 2) before anything starts."""
+@pytest.mark.parametrize("then", ["stop", "down"])
+def test_then_stop_or_down_or_refused_with_a_reason(place: Place, then: str):
+    """--then stop|down where the backend offers it: the environment is stopped (or taken down) when the run
+    ends, and `up` brings it back; where it does not, a clear refusal (exit 2) before anything starts."""
     place.up()
     done = place.devenv("run", place.host, "--wait", "--then", then, "--", "sh", "-c", "echo bye")
     if done.returncode == 2:
@@ -118,6 +120,40 @@ def test_then_stop_or_refused_with_a_reason(place: Place, then: str):
         return
     assert done.returncode == 0, done.stderr
     deadline = time.monotonic() + 120   # the supervisor stops it just after the run ended: wait for that state
-    while any(r["state"] == "running" for r in place.rows()):
-        assert time.monotonic() < deadline, f"still running after the run ended: {place.rows()}"
+    while any(r["state"] == "running" for r in place.rows()) or (then == "down" and place.live()):
+        assert time.monotonic() < deadline, f"still there after the run ended: {place.rows()} {place.live()}"
     assert place.up()["status"]["state"] == "running"
+
+
+def test_follow_goes_on_at_the_same_byte_after_its_connection_is_killed(place: Place, request: pytest.FixtureRequest):
+    """`logs --run -f` whose SSH connection is killed on the server's side (its sshd SIGKILLed) connects again
+    and goes on where it was: every line once, none lost."""
+    if place.kind == "memory":
+        pytest.skip("the in-memory backend has no connection to kill (it runs here)")
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration" / "environments"))
+    from sshd_sessions import listener_pid, serving, signal_all
+
+    testhost = request.getfixturevalue("testhost")
+    place.up()
+    place.ok("exec", place.host, "--", "rm", "-f", "runs-go2")
+    run_id = start_run(place, "sh", "-c", "echo first; while [ ! -e runs-go2 ]; do sleep 0.1; done; "
+                                          "i=0; while [ $i -lt 300 ]; do echo line $i; i=$((i+1)); done")
+    follower = place.start("logs", place.host, "--run", run_id, "-f")
+    follower.wait_line(r"^first$", 120)
+    pids = serving(listener_pid(testhost), testhost.port, follower.proc.pid)
+    assert pids, "no sshd serves the follower's connection"
+    signal_all(pids, signal.SIGKILL)
+    place.ok("exec", place.host, "--", "touch", "runs-go2")
+    assert follower.finish(300) == 0, follower.output
+    got = [line for line in follower.lines if line == "first" or line.startswith("line ")]
+    assert got == ["first"] + [f"line {i}" for i in range(300)], follower.output
+    assert "Traceback" not in follower.output
+
+
+def test_run_makes_the_environment_first_when_it_is_not_running(place: Place):
+    place.up()
+    place.ok("down", place.host)
+    done = place.devenv("run", place.host, "--wait", "--", "sh", "-c", "echo made")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1] == "made", done.stdout
+    assert [r["state"] for r in place.rows()] == ["running"]

@@ -176,6 +176,7 @@ def fingerprint(device) -> dict:
         for i in range(torch.cuda.device_count()):
             p = torch.cuda.get_device_properties(i)
             gpus.append({"index": i, "name": p.name, "memory_bytes": int(p.total_memory),
+                         "memory_free_bytes": _free_bytes(i) if i == device.index else None,  # no context elsewhere
                          "capability": f"{p.major}.{p.minor}", "sm_count": p.multi_processor_count,
                          "uuid": _uuid(p)})
         fp["gpus"] = gpus
@@ -252,6 +253,20 @@ def free_memory(device) -> None:
 
 
 # ------------------------------------------------------------------------------------ sizes
+def _free_bytes(device) -> int | None:
+    """The GPU memory free now: another process (an idle co-tenant) may hold part of it."""
+    try:
+        return int(torch.cuda.mem_get_info(device)[0])
+    except Exception:
+        return None
+
+
+def _usable_bytes(gpu: dict) -> int:
+    """What the workloads are sized by: the memory free at the start (a co-tenant's share is not ours)."""
+    free = gpu.get("memory_free_bytes")
+    return min(gpu["memory_bytes"], free) if isinstance(free, int) else gpu["memory_bytes"]
+
+
 def plan_sizes(device, suite: str, mem_bytes: int | None) -> dict:
     if device.type != "cuda":  # a short CPU smoke: same code paths, toy shapes
         return {
@@ -723,7 +738,8 @@ def ddp_worker(args) -> int:
         free_memory(device)
 
         # data-parallel GPT training, bf16 autocast, each rank its own batch
-        mem = torch.cuda.get_device_properties(device).total_memory if device.type == "cuda" else None
+        mem = _usable_bytes({"memory_bytes": torch.cuda.get_device_properties(device).total_memory,
+                             "memory_free_bytes": _free_bytes(device)}) if device.type == "cuda" else None
         cfg = dict(plan_sizes(device, args.suite, mem)["gpt"])
         cfg["steps"], cfg["warmup"] = (20, 3) if device.type == "cuda" else (12, 2)
         say("progress", step="ddp/gpt", msg=f"DDP {cfg['name']} bf16 on {world} ranks")
@@ -819,7 +835,7 @@ def run_suite(args) -> int:
     if device.type == "cuda":
         # cuDNN's autotuner costs about a minute per precision for ResNet-50 on an H200: opt-in only
         torch.backends.cudnn.benchmark = bool(args.cudnn_benchmark)
-    mem = fp["gpus"][0]["memory_bytes"] if fp.get("gpus") else None
+    mem = _usable_bytes(fp["gpus"][0]) if fp.get("gpus") else None
     sizes = plan_sizes(device, args.suite, mem)
     full = args.suite == "full"
     gpu_count = fp.get("gpu_count", 0)

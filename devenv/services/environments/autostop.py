@@ -25,7 +25,6 @@ if TYPE_CHECKING:
     from devenv.remote.base import Connection
 
 ROOT = "~/.devenv/autostop"
-RUNS_FOLDER = ".devenv/runs"     # under the workspace: where detached runs (issue 23, devenv/env/runs.py) live
 
 
 @dataclass(frozen=True)

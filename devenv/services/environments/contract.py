@@ -13,11 +13,12 @@ Progress and questions go up through Events, which the front end implements: a b
 
 from __future__ import annotations
 
+import shlex
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, cast
 
 from devenv.checks.report import CheckReport
 from devenv.config.autostop import Autostop
@@ -80,11 +81,11 @@ class Traits:
 
 
 class Shell(Enum):
-    """Where `devenv ssh` lands, and with it `code`, `sync` and `exec` with stdin or a terminal."""
+    """Where `devenv ssh` lands, and with it `code` and `sync` (`exec` asks the backend: exec, exec_entry)."""
 
     OWN_SSHD = "own sshd"   # the environment's own sshd, published on the host's 127.0.0.1 (devenv's ssh entry)
     HOST = "host"           # the host's own sshd: the environment is the host itself
-    NONE = "none"           # no shell (a Slurm job): `exec` runs commands through devenv's connection
+    NONE = "none"           # no shell (a Slurm job): commands run through the login node (exec, exec_entry)
 
 
 @dataclass(frozen=True)
@@ -171,6 +172,34 @@ class SshTarget:
 
 
 @dataclass(frozen=True)
+class ExecEntry:
+    """How `devenv exec` runs a command with the user's stdin (and a terminal) through the user's OpenSSH:
+    `command`, a line for a shell there, whose exit code is the command's. on_host: the host's shell (the host's
+    ssh; this machine's own shell for a local host), where the backend's command reaches the environment (the
+    host itself, a job through srun); else the environment's own sshd, reached through its ssh entry."""
+
+    command: str
+    on_host: bool
+
+
+def in_folder(folder: str, argv: list[str]) -> str:
+    """A shell line running argv word for word (each word quoted) in folder, or where the shell starts when
+    folder is gone; folder "~/x" is under the shell's $HOME."""
+    place = '"$HOME"/' + shlex.quote(folder[2:]) if folder.startswith("~/") else shlex.quote(folder)
+    return f"cd {place} 2>/dev/null; exec " + " ".join(shlex.quote(a) for a in argv)
+
+
+def stream_output(conn: Connection, command: str) -> ExecStream:
+    """command run on conn with no time limit, its output passed on as it comes (one chunk at the end where the
+    connection cannot stream: this machine's)."""
+    stream = getattr(conn, "output_stream", None)
+    if stream is not None:
+        return cast(ExecStream, stream(command))
+    result = conn.run(command, timeout=float(10**9))
+    return iter([(result.stdout.encode(), result.stderr.encode())]), (lambda: result.exit_code)
+
+
+@dataclass(frozen=True)
 class CommandTarget:
     """Where a program runs with the environment's python (the sanity runner), with the GPU host's own
     connection kept, so the run's GPUs can be watched from the host (services.gpu_occupancy)."""
@@ -247,8 +276,12 @@ class RunPlace:
     # the same for the launcher, which starts the supervisor detached from the connection
     launch: Callable[[str, list[str]], tuple[int, str, str]]
     wrap: list[str] = field(default_factory=list)          # what the supervisor runs under (a job step's srun)
-    # what the supervisor runs when the command ended, for `--then stop|down` (absent: not offered here)
+    # what the supervisor runs when the command ended, for `--then stop|down` (absent: not offered here; []: the
+    # backend's watch_end does it from outside, e.g. a container, which cannot stop or remove itself)
     then: dict[str, list[str]] = field(default_factory=dict)
+    # watch_end(run folder, action): started once the run is, beside it, to do the action when the folder gets
+    # its exit file
+    watch_end: Callable[[str, str], None] | None = None
 
 
 def runs_unsupported(host: HostProfile) -> DevenvError:
@@ -262,13 +295,18 @@ def runs_unsupported(host: HostProfile) -> DevenvError:
 def exec_script(backend: EnvironmentBackend, env_name: str) -> Callable[[str, list[str]], tuple[int, str, str]]:
     """RunPlace.script through the backend's own exec: the script runs where `devenv exec` runs."""
     def script(text: str, args: list[str]) -> tuple[int, str, str]:
-        chunks, exit_code = backend.exec(env_name, ["sh", "-c", text, "devenv", *args])
-        out, err = bytearray(), bytearray()
-        for o, e in chunks:
-            out += o or b""
-            err += e or b""
-        return exit_code(), out.decode(errors="replace"), err.decode(errors="replace")
+        return exec_output(backend.exec(env_name, ["sh", "-c", text, "devenv", *args]))
     return script
+
+
+def exec_output(stream: ExecStream) -> tuple[int, str, str]:
+    """An ExecStream read to its end: (exit code, stdout, stderr)."""
+    chunks, exit_code = stream
+    out, err = bytearray(), bytearray()
+    for o, e in chunks:
+        out += o or b""
+        err += e or b""
+    return exit_code(), out.decode(errors="replace"), err.decode(errors="replace")
 
 
 def pick_free_gpus(ask: str, options: UpOptions, events: Events) -> str | None:
@@ -423,8 +461,15 @@ class EnvironmentBackend(ABC):
 
     @abstractmethod
     def exec(self, env_name: str, argv: list[str]) -> ExecStream:
-        """argv in the environment, without stdin: (chunks of (stdout, stderr) as they come, the exit code once
-        read). stdin and a terminal go through `shell` (cli/exec_ssh)."""
+        """argv in the environment through devenv's connection, without stdin: (chunks of (stdout, stderr) as
+        they come, the exit code once read: 127 for a missing command, as a shell says). stdin and a terminal
+        go through exec_entry."""
+
+    @abstractmethod
+    def exec_entry(self, env: EnvProfile, argv: list[str], tty: bool = False) -> ExecEntry | None:
+        """argv in the running environment with the user's stdin (a pseudo-terminal when tty), run by the user's
+        OpenSSH (cli/exec_ssh); None where no stdin can reach the environment and no tty was asked (a container
+        without sshd): exec runs it without."""
 
     @abstractmethod
     def jupyter_access(self, env_name: str) -> JupyterAccess: ...

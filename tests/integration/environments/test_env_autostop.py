@@ -64,16 +64,15 @@ def end_session(proc: subprocess.Popen) -> None:
     proc.wait(60)
 
 
-def start_detached_run(run_root: str, key: str) -> tuple[subprocess.Popen, Path]:
-    """A detached run as issue 23 lays it out (RUNS/ID/meta.json, RUNS/ID/pid = SUPERVISOR STARTTIME PGID EPOCH),
-    made here by hand until `devenv run` lands: a process whose pid and start time the file names."""
-    proc = subprocess.Popen(["sleep", "600"])
-    run = Path(run_root) / ".devenv" / "runs" / f"{key}0001"
-    run.mkdir(parents=True, exist_ok=True)
-    (run / "meta.json").write_text('{"id": "run"}\n')
-    start = Path(f"/proc/{proc.pid}/stat").read_text().rsplit(") ", 1)[1].split()[19]
-    (run / "pid").write_text(f"{proc.pid} {start} {proc.pid} 0\n")
-    return proc, run
+# a detached run (`devenv run`) that runs until a file appears in its working folder (the workspace)
+UNTIL_GO = ["--", "sh", "-c", "while [ ! -e go ]; do sleep 0.2; done"]
+
+
+def wait_run_state(test_env, host: str, env_args: list[str], run_id: str, state: str) -> None:
+    def phase():
+        listed = json.loads(test_env.run("runs", host, *env_args, "--json").stdout)
+        return any(r["id"] == run_id and r["state"] == state for r in listed["hosts"][host]["runs"])
+    wait_for(f"run {run_id} {state}", phase)
 
 
 def test_docker_env_stops_when_idle_not_while_used_and_up_brings_it_back(test_env):
@@ -94,8 +93,14 @@ def test_docker_env_stops_when_idle_not_while_used_and_up_brings_it_back(test_en
         mine = next(e for e in listed if e["env"] == env)
         assert mine["autostop"]["state"] == "watching" and "sessions" in mine["autostop"]["held_by"]
         assert {"active_gpu_s", "idle_gpu_s"} <= set(mine["autostop"])
+        # a detached run in the container holds it too once the session is gone
+        run_id = test_env.run("run", "testbox", "--env", env, *UNTIL_GO).stdout.strip()
+        wait_run_state(test_env, "testbox", ["--env", env], run_id, "running")
     finally:
         end_session(session)
+    held_through_windows(key, "runs")
+    assert test_env.state() == "running"
+    subprocess.run(["docker", "exec", test_env.container, "touch", "/workspace/go"], check=True, timeout=60)
 
     wait_for("the container stopped by autostop", lambda: test_env.state() == "exited")
     state = wait_for("the watcher's last word", lambda: (s := watcher_state(key)).get("state") == "stopped" and s)
@@ -121,18 +126,16 @@ def test_bare_host_env_holds_while_a_detached_run_runs_then_stops(test_env, host
         f"description: the test host without Docker\nssh:\n  alias: testbox\nruntime: host\n"
         f"python: {host_python}\ndefault_env: {env}\n")
     workspace = os.path.expanduser(f"~/devenv-workspaces/{env}")
-    run = None
     try:
         up = json.loads(test_env.run("up", host, "--detach", "--json").stdout)
         pid = int(up["status"]["container"])
         test_env.run("exec", host, "--", "sh", "-c", "echo kept > note")
-        run, folder = start_detached_run(workspace, "a1b2")
+        run_id = test_env.run("run", host, *UNTIL_GO).stdout.strip()
+        wait_run_state(test_env, host, [], run_id, "running")
         test_env.run("up", host, "--detach", "--autostop", WINDOW)    # armed while the run runs
         held_through_windows(key, "runs")
         assert Path(f"/proc/{pid}").exists()
-        (folder / "exit").write_text("0 0\n")     # the run ended, as its supervisor records it
-        run.kill()
-        run.wait(30)
+        Path(workspace, "go").touch()              # the run ends
 
         state = wait_for("the watcher's last word", lambda: (s := watcher_state(key)).get("state") == "stopped"
                          and s)
@@ -142,8 +145,7 @@ def test_bare_host_env_holds_while_a_detached_run_runs_then_stops(test_env, host
         assert again["action"] == "started"
         assert Path(workspace, "note").read_text() == "kept\n"
     finally:
-        if run is not None and run.poll() is None:
-            run.kill()
+        Path(workspace, "go").touch(exist_ok=True) if Path(workspace).is_dir() else None
         test_env.run("down", host, "--purge", "--yes", check=False)
         shutil.rmtree(os.path.expanduser(f"~/.devenv/envs/{key}"), ignore_errors=True)
         shutil.rmtree(os.path.expanduser(f"~/.devenv/autostop/{key}"), ignore_errors=True)

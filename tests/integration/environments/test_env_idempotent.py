@@ -4,7 +4,6 @@ shown as a diff and recreated only on confirmation, keeping the workspace."""
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 from env_testing import docker, processes_mentioning
@@ -19,16 +18,14 @@ def test_up_twice_reattaches_fast_and_changes_nothing(test_env):
     env = test_env.name
     first = json.loads(test_env.run("up", "testbox", "--env", env, "--detach", "--json").stdout)
     created_id = first["status"]["container"]
-    started = time.monotonic()
     second_run = test_env.run("up", "testbox", "--env", env, "--detach", "--json")
-    wall = time.monotonic() - started
     second = json.loads(second_run.stdout)
     assert second["action"] == "reattached"
     assert second["status"]["container"] == created_id
     assert second["status"]["ports"] == first["status"]["ports"]
     assert "Checking" not in second_run.stderr, "a reattach must not re-run the host checks"
-    # devenv's own work is well under 2 s; the wall clock adds python, SSH login and the host's shell rc files.
-    assert second["elapsed_s"] < 2.0 and wall < 15.0, (second["elapsed_s"], wall)
+    # how fast a reattach is, is measured in benchmarks/ (docs/benchmarks.md), not asserted: a loaded CI machine
+    # would make a time limit here fail for no fault of devenv's
     assert test_env.containers() == [test_env.container]
 
     # Without --detach, `up` holds a tunnel and prints the URL; ending it closes the tunnel, not the environment.

@@ -38,6 +38,7 @@ from devenv.services.environments.contract import (
     Check,
     CommandTarget,
     Events,
+    ExecEntry,
     ExecStream,
     Existing,
     ImagePrune,
@@ -49,7 +50,8 @@ from devenv.services.environments.contract import (
     Traits,
     UpOptions,
     UpResult,
-    exec_script,
+    exec_output,
+    in_folder,
     pick_free_gpus,
 )
 from devenv.services.environments.docker import images
@@ -523,7 +525,8 @@ class Provisioner(FlowBackend):
         """The watcher runs on the host beside the container (never inside: the container's restart policy,
         unless-stopped, would start it again after an exit from within), with the host's python; it sees the
         container's processes in the host's /proc by their cgroup, and stops it with the engine's CLI."""
-        from devenv.services.environments.autostop import RUNS_FOLDER, AutostopPlan
+        from devenv.env.runs import RUNS_FOLDER
+        from devenv.services.environments.autostop import AutostopPlan
 
         container = result.status.container
         if not container:
@@ -607,6 +610,16 @@ class Provisioner(FlowBackend):
             return _as_a_shell_says(self.runtime.exec_stream(container, argv), argv)
         return _as_a_shell_says(self.runtime.exec_stream(container, argv, user=user), argv)
 
+    def exec_entry(self, env: EnvProfile, argv: list[str], tty: bool = False) -> ExecEntry | None:
+        """argv in the workspace through the environment's own sshd (Docker's exec API over devenv's connection
+        carries no stdin); without sshd, None (the command runs without stdin), or with tty an error."""
+        if not env.sshd:
+            if not tty:
+                return None
+            raise DevenvError(f"the environment '{env.name}' on {self.host.name} has no sshd of its own",
+                              "set `sshd: true` in its profile and run `devenv up` again")
+        return ExecEntry(in_folder(self.workspace(env), argv), on_host=False)
+
     def build_image(self, env: EnvProfile, inputs: BuildInputs,
                     progress: Callable[[ProgressEvent], None]) -> ImageInfo:
         return images.build_image(self.runtime, env, inputs, progress)
@@ -618,13 +631,49 @@ class Provisioner(FlowBackend):
         return prune.prune(self.runtime, keep_tags, only_env, dry_run, step)
 
     def run_place(self, env: EnvProfile) -> RunPlace:
-        """Runs in the container, their folder in the workspace volume (it outlives the container). `--then`
-        is not offered: a container cannot stop or remove itself (its restart policy would start it again)."""
+        """Runs in the container, their folder in the workspace volume (it outlives the container). A container
+        cannot stop or remove itself (its restart policy would start it again): `--then` is a watcher on the
+        host, beside the engine, that waits for the run's end inside the container and then stops or removes
+        it with the engine's own CLI."""
         from devenv.env.runs import RUNS_FOLDER
 
-        self._running(env.name)
-        script = exec_script(self, env.name)
-        return RunPlace(f"{self.workspace(env)}/{RUNS_FOLDER}", script, script)
+        current = self._running(env.name)
+        container, user = current.container or "", envspec.user_of(current.spec)
+
+        def script(text: str, args: list[str]) -> tuple[int, str, str]:   # exec's, without asking for it again
+            argv = ["sh", "-c", text, "devenv", *args]
+            stream = self.runtime.exec_stream(container, argv) if user == "root" else \
+                self.runtime.exec_stream(container, argv, user=user)
+            return exec_output(_as_a_shell_says(stream, argv))
+
+        def watch_end(folder: str, action: str) -> None:
+            self._watch_end(container, folder, action)
+
+        offered: dict[str, list[str]] = {"stop": [], "down": []} if self.conn is not None else {}
+        return RunPlace(f"{self.workspace(env)}/{RUNS_FOLDER}", script, script, then=offered,
+                        watch_end=watch_end if offered else None)
+
+    def _watch_end(self, container: str, folder: str, action: str) -> None:
+        import shlex
+
+        named = re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}", container)
+        if self.conn is None or action not in ("stop", "down") or not named:
+            raise DevenvError("internal: no watcher for this run's end", "run it without --then")
+        cli = "podman" if self.runtime.engine.name == "podman" else "docker"
+        watcher = ('c=$1; d=$2; a=$3; cli=$4; '
+                   '"$cli" exec "$c" sh -c \'while [ ! -e "$1/exit" ]; do sleep 1; done; i=0; '
+                   'while [ -e "$1/following" ] && [ ! -e "$1/seen" ] && [ $i -lt 15 ]; do sleep 1; i=$((i+1)); done\' '
+                   'devenv "$d" >/dev/null 2>&1; '
+                   '"$cli" exec "$c" test -e "$d/exit" || exit 0; '
+                   'if [ "$a" = stop ]; then exec "$cli" stop "$c"; fi; '
+                   'nets=$("$cli" inspect -f \'{{range $k, $v := .NetworkSettings.Networks}}{{$k}} {{end}}\' "$c"); '
+                   '"$cli" rm -f "$c"; for n in $nets; do case $n in devenv-*) "$cli" network rm "$n";; esac; done')
+        words = ["sh", "-c", watcher, "devenv", container, folder, action, cli]
+        result = self.conn.run("setsid nohup " + " ".join(shlex.quote(w) for w in words)
+                               + " </dev/null >/dev/null 2>&1 & echo started", timeout=30)
+        if "started" not in result.stdout:
+            raise DevenvError(f"the watcher for --then {action} did not start on {self.host.name}: "
+                              f"{(result.stderr or result.stdout).strip()[-200:]}", "run it without --then")
 
     def command_target(self, env_name: str, host_if_no_env: bool = False) -> CommandTarget:
         """The environment's container, with its python and torch, and the host GPUs it was given."""

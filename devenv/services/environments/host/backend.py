@@ -23,6 +23,7 @@ from devenv.services.environments.contract import (
     Check,
     CommandTarget,
     Events,
+    ExecEntry,
     ExecStream,
     Existing,
     JupyterAccess,
@@ -33,8 +34,9 @@ from devenv.services.environments.contract import (
     Traits,
     UpOptions,
     UpResult,
-    exec_script,
+    exec_output,
     pick_free_gpus,
+    stream_output,
 )
 from devenv.services.environments.flow import FlowBackend
 
@@ -242,7 +244,8 @@ class HostProvisioner(FlowBackend):
         """The watcher runs beside Jupyter as the same user: sessions are that user's sshd sessions that run
         something; stop ends Jupyter's process group (state.json stays: the next `up` starts it again), down
         also removes the environment's folder (the workspace stays)."""
-        from devenv.services.environments.autostop import RUNS_FOLDER, AutostopPlan
+        from devenv.env.runs import RUNS_FOLDER
+        from devenv.services.environments.autostop import AutostopPlan
 
         key = self.key(env.name)
         pid = int(result.status.container or 0)
@@ -289,13 +292,28 @@ class HostProvisioner(FlowBackend):
         folder = self.runtime.env_dir(self.key(env.name))
         folder = folder[2:] if folder.startswith("~/") else folder
         then = {"stop": ["sh", "-c", end, "devenv", pid, ""], "down": ["sh", "-c", end, "devenv", pid, folder]}
-        script = exec_script(self, env.name)
+        gpus = state.get("gpus", "all")
+
+        def script(text: str, args: list[str]) -> tuple[int, str, str]:   # exec's, without reading the state again
+            return exec_output(stream_output(self.conn, self.runtime.exec_line(
+                env.name, ["sh", "-c", text, "devenv", *args], gpus=gpus)))
+
         return RunPlace(f"{self.workspace(env)}/{RUNS_FOLDER}", script, script, then=then)
 
     def exec(self, env_name: str, argv: list[str]) -> ExecStream:
+        """argv on the host, in the workspace, with the environment's GPUs: its output streamed as it comes."""
+        return stream_output(self.conn, self._exec_line(env_name, argv))
+
+    def exec_entry(self, env: EnvProfile, argv: list[str], tty: bool = False) -> ExecEntry:
+        """The same line, run by the user's ssh to the host: stdin and a terminal are the host's sshd's."""
+        return ExecEntry(self._exec_line(env.name, argv), on_host=True)
+
+    def _exec_line(self, env_name: str, argv: list[str]) -> str:
         state = self.runtime.state(self.key(env_name))
-        code, out, err = self.runtime.exec(env_name, argv, gpus=(state or {}).get("gpus", "all"))
-        return iter([(out.encode(), err.encode())]), (lambda: code)
+        if state is None:
+            raise DevenvError(f"no environment '{env_name}' on {self.host.name}",
+                              f"start it: devenv up {self.host.name}")
+        return self.runtime.exec_line(env_name, argv, gpus=state.get("gpus", "all"))
 
 
 def _status(state: dict[str, Any], host: str) -> EnvStatus:

@@ -38,15 +38,19 @@ from devenv.services.environments.contract import (
     Check,
     CommandTarget,
     Events,
+    ExecEntry,
     ExecStream,
     Existing,
     JupyterAccess,
     Removed,
+    RunPlace,
     Shell,
     SshTarget,
     Traits,
     UpOptions,
     UpResult,
+    exec_script,
+    stream_output,
 )
 from devenv.services.environments.flow import FlowBackend
 
@@ -626,20 +630,39 @@ class SlurmEnvironments(FlowBackend):
             return self.conn.stream(f"tail -n {count} -F {path}")
         return iter(self.conn.run(f"tail -n {count} {path}", timeout=60).stdout.splitlines())
 
+    def run_place(self, env: EnvProfile) -> RunPlace:
+        """A run is a step of the environment's job on its first node (srun --overlap), started on the login
+        node with setsid + nohup, so that srun outlives the connection; its folder is in the workspace, on the
+        file system the login node and the nodes share. The step's state is read on the node (where its pids
+        are). `--then stop|down` ends the job (scancel), which frees the allocation; the workspace stays."""
+        from devenv.env.runs import RUNS_FOLDER
+
+        _, job, state = self.running(env.name)
+        workspace = self._abs(self.files.workspace(env.name))
+        wrap = slurm_job.run_step_words(job.job_id, state["node"], workspace)
+
+        def launch(text: str, args: list[str]) -> tuple[int, str, str]:
+            words = ["sh", "-c", text, "devenv", *args]
+            result = self.conn.run(f"mkdir -p {shlex.quote(workspace)} && cd {shlex.quote(workspace)} && "
+                                   + " ".join(shlex.quote(w) for w in words), timeout=60)
+            return result.exit_code, result.stdout, result.stderr
+
+        end = ["scancel", job.job_id]
+        return RunPlace(f"{workspace}/{RUNS_FOLDER}", exec_script(self, env.name), launch, wrap=wrap,
+                        then={"stop": end, "down": end})
+
     def exec(self, env_name: str, argv: list[str]) -> ExecStream:
         """argv on the job's first node, in the workspace (srun --overlap), its output streamed as it comes, with
         no time limit of devenv's (the job's own applies), and its exit code."""
-        command = self.exec_command(env_name, argv)
-        stream = getattr(self.conn, "output_stream", None)
-        if stream is not None:
-            return stream(command)
-        result = self.conn.run(command, timeout=float(10**9))   # a connection that cannot stream (local)
-        return iter([(result.stdout.encode(), result.stderr.encode())]), (lambda: result.exit_code)
+        return stream_output(self.conn, self.exec_command(env_name, argv))
+
+    def exec_entry(self, env: EnvProfile, argv: list[str], tty: bool = False) -> ExecEntry:
+        """The same command, run by the user's ssh to the login node: srun passes stdin (and a terminal) on."""
+        return ExecEntry(self.exec_command(env.name, argv, tty), on_host=True)
 
     def exec_command(self, env_name: str, argv: list[str], tty: bool = False) -> str:
         """The login node's command that runs argv in the env's job (stdin, a terminal when tty, the command's
-        exit code): what `devenv exec` runs with the user's own ssh to the login node when it passes stdin or
-        a terminal."""
+        exit code)."""
         _, job, state = self.running(env_name)
         return slurm_job.exec_command(job.job_id, state["node"], self.host.python,
                                       self._abs(self.files.workspace(env_name)), argv, tty)

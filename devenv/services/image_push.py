@@ -1,0 +1,189 @@
+"""Copy an image from one host's engine to others' without a registry (L2): `save` on the source streamed through
+this machine into `load` on each destination, chunk by chunk between two SSH channels (never whole in memory
+or on disk here), docker or podman at either end.
+
+A cut stream leaves nothing: the destination's `load` is killed before it sees the end of its input (its
+engine keeps nothing of an archive it did not read to the end), so only a whole archive is ever loaded; the id
+on the destination is then checked against the source's. Destinations run in parallel, `parallel` at a time;
+Ctrl-C (or any error here) aborts every stream, both ends.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+from devenv.env import engines
+from devenv.env.image_push import FAILED, PUSHED, SKIPPED, HostImage, PushResult, needs_push, parse_inspect
+from devenv.errors import DevenvError
+from devenv.remote.base import CommandPipe, Connection
+
+if TYPE_CHECKING:
+    from devenv.services.session import EnvSession
+
+CHUNK = 1 << 20
+INSPECT_TIMEOUT_S = 60
+SAVE_END_TIMEOUT_S = 60          # after the last byte, for `save` to exit
+LOAD_END_TIMEOUT_S = 1800        # after the last byte, for `load` to unpack and register the image
+PROGRESS_EVERY_S = 1.0
+
+
+class Piped(Protocol):
+    def open_pipe(self, command: str) -> CommandPipe: ...
+
+
+@dataclass(frozen=True)
+class EngineHost:
+    """A host's engine as the push sees it: its connection, its engine (docker | podman | auto), the image name."""
+
+    name: str
+    conn: Connection
+    engine: str
+    image: str
+
+
+class PushFailed(DevenvError):
+    """A stream that broke, a save or load the engine refused, or an id that did not match."""
+
+
+ProgressFn = Callable[[str, int, float, int | None], None]   # host, bytes so far, seconds so far, image size
+
+
+def inspect(host: EngineHost, image: str | None = None) -> HostImage:
+    """The host's image of that name (or id): HostImage with image_id None when it has none."""
+    result = host.conn.run(engines.image_id_command(host.engine, image or host.image), timeout=INSPECT_TIMEOUT_S)
+    if result.ok:
+        return parse_inspect(host.name, result.stdout)
+    if engines.is_no_such_image(result.stderr):
+        return HostImage(host.name, None)
+    raise PushFailed(f"{host.name}: cannot ask the engine about {image or host.image}: "
+                     f"{(result.stderr or result.stdout).strip()[-300:] or f'exit code {result.exit_code}'}",
+                     "check that docker or podman runs there and that this user may use it (devenv check HOST)")
+
+
+def push(source: EngineHost, dests: list[EngineHost], *, parallel: int = 4,
+         on_progress: ProgressFn | None = None, on_note: Callable[[str], None] | None = None) -> list[PushResult]:
+    """The source's image onto every destination that lacks it (same id: skipped); one PushResult per host,
+    in the order given. Raises PushFailed only when the source has no such image."""
+    src = inspect(source)
+    if src.image_id is None:
+        raise PushFailed(f"{source.name} has no image {source.image}",
+                         f"build it there first (devenv image build {source.name}) or push from a host that has it")
+    if on_note:
+        on_note(f"{source.name} has {source.image} ({src.image_id[:12]}"
+                + (f", {src.size_bytes / 1e9:.2f} GB" if src.size_bytes else "") + ")")
+    cancel = threading.Event()
+
+    def one(dest: EngineHost) -> PushResult:
+        try:
+            have = inspect(dest, src.image_id)
+            if not needs_push(src, have):
+                return PushResult(dest.name, SKIPPED, image_id=_name_it(dest, src.image_id or "").image_id)
+            return copy(source, dest, src, cancel, on_progress)
+        except DevenvError as e:
+            return PushResult(dest.name, FAILED, error=e.message, hint=e.hint, exit_code=e.exit_code)
+
+    with ThreadPoolExecutor(max_workers=max(1, min(parallel, len(dests))), thread_name_prefix="devenv-push") as pool:
+        futures = [pool.submit(one, dest) for dest in dests]
+        try:
+            return [f.result() for f in futures]
+        except BaseException:
+            cancel.set()  # Ctrl-C: every stream aborts at its next chunk, both ends killed on their hosts
+            raise
+
+
+def copy(source: EngineHost, dest: EngineHost, src: HostImage, cancel: threading.Event | None = None,
+         on_progress: ProgressFn | None = None) -> PushResult:
+    """One stream: source's save -> dest's load, then the id checked on dest (and the name tagged there)."""
+    cancel = cancel or threading.Event()
+    saver = _pipe(source.conn).open_pipe(engines.save_command(source.engine, source.image))
+    try:
+        loader = _pipe(dest.conn).open_pipe(engines.load_command(dest.engine))
+    except BaseException:
+        saver.abort()
+        raise
+    moved, started, shown = 0, time.monotonic(), 0.0
+    try:
+        while not cancel.is_set():
+            chunk = saver.read(CHUNK)
+            if not chunk:
+                break
+            try:
+                loader.write(chunk)
+            except OSError:
+                saver.abort()
+                end = loader.finish(SAVE_END_TIMEOUT_S)
+                return _failed(dest, moved, started, f"{dest.name}'s load stopped reading: {_tail(end.stderr)}",
+                               "see that the engine runs and the disk has room (devenv check " + dest.name + ")")
+            moved += len(chunk)
+            now = time.monotonic()
+            if on_progress and now - shown >= PROGRESS_EVERY_S:
+                shown = now
+                on_progress(dest.name, moved, now - started, src.size_bytes)
+    except BaseException:
+        saver.abort()
+        loader.abort()
+        raise
+    if cancel.is_set():
+        saver.abort()
+        loader.abort()
+        return _failed(dest, moved, started, "interrupted: the stream was stopped", "run the push again")
+    saved = saver.finish(SAVE_END_TIMEOUT_S)
+    if not saved.ok:
+        loader.abort()  # before load sees a clean end of its input: a cut archive is never loaded
+        why = _tail(saved.stderr) or ("killed or the connection was lost" if saved.exit_code < 0
+                                      else f"exit code {saved.exit_code}")
+        return _failed(dest, moved, started, f"the stream from {source.name} broke after "
+                       f"{moved} bytes ({source.name}'s save: {why}); nothing was loaded on {dest.name}",
+                       f"run the push again; check {source.name} with `devenv check {source.name}`")
+    loaded = loader.finish(LOAD_END_TIMEOUT_S)
+    seconds = time.monotonic() - started
+    if on_progress:
+        on_progress(dest.name, moved, seconds, src.size_bytes)
+    if not loaded.ok:
+        return _failed(dest, moved, started, f"{dest.name}'s load failed: {_tail(loaded.stderr) or loaded.exit_code}",
+                       f"see that the engine runs and the disk has room (devenv check {dest.name})")
+    there = _name_it(dest, src.image_id or "")
+    if not there.same_as(src):
+        return _failed(dest, moved, started, f"{dest.name} loaded the stream, but {dest.image} there is "
+                       f"{(there.image_id or 'missing')[:12]}, not {(src.image_id or '')[:12]}",
+                       "run the push again; if it repeats, the engines disagree on the archive: report it")
+    return PushResult(dest.name, PUSHED, image_id=there.image_id, bytes_moved=moved, seconds=seconds)
+
+
+def _name_it(dest: EngineHost, image_id: str) -> HostImage:
+    """The image under the environment's name on dest (tagged there when the load named it otherwise), and what
+    that name is now: one round trip."""
+    result = dest.conn.run(engines.name_image_command(dest.engine, image_id, dest.image), timeout=INSPECT_TIMEOUT_S)
+    if not result.ok:
+        raise PushFailed(f"{dest.name}: cannot name image {image_id[:12]} {dest.image}: {_tail(result.stderr)}",
+                         "check that the engine runs there")
+    return parse_inspect(dest.name, result.stdout)
+
+
+def _pipe(conn: Connection) -> Piped:
+    if not hasattr(conn, "open_pipe"):
+        raise PushFailed(f"{conn.name}: this connection cannot stream", "push between SSH or local hosts")
+    return conn  # type: ignore[return-value]  # an SSHConnection or LocalConnection (remote.pipe)
+
+
+def _failed(dest: EngineHost, moved: int, started: float, error: str, hint: str, code: int = 1) -> PushResult:
+    return PushResult(dest.name, FAILED, bytes_moved=moved, seconds=time.monotonic() - started, error=error,
+                      hint=hint, exit_code=code)
+
+
+def _tail(text: str) -> str:
+    return " ".join(text.strip().splitlines()[-3:])[-300:]
+
+
+def engine_host(session: EnvSession, image: str) -> EngineHost:
+    """The engine side of a session's host, for `image`; an error when its environments run from no image."""
+    if not session.kind.builds_images:
+        raise PushFailed(f"{session.profile.name}'s environments are {session.traits.environment}, run from no "
+                         "image: there is nothing to push there",
+                         "name hosts whose environments are containers (runtime docker, or auto with docker/podman)")
+    return EngineHost(session.profile.name, session.conn, session.host.engine, image)

@@ -1,0 +1,126 @@
+"""`devenv jupyter` holds its tunnel through a dropped link and through a restart of the environment, as the
+user runs it (a subprocess) against the test host's real docker environment and JupyterLab: the ControlMaster
+killed under it (the link gone), then the environment taken down and made again on another host port. The
+local port in the URL stays; a kernel's variable set before the drop is still there after it (same token, same
+kernel); after the restart the new Jupyter answers on that same local port. Waits are on lines and answers."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import signal
+import threading
+import time
+from pathlib import Path
+
+import requests
+from env_testing import read_url
+from jupyter_client import JupyterClient
+from sshd_fixture import free_port
+
+from devenv.remote.tunnels import control_dir_path
+
+
+class Lines:
+    def __init__(self, stream) -> None:
+        self.all: list[str] = []
+        self._queue: queue.SimpleQueue[str] = queue.SimpleQueue()
+        threading.Thread(target=self._read, args=(stream,), daemon=True).start()
+
+    def _read(self, stream) -> None:
+        for line in stream:
+            self.all.append(line.rstrip())
+            self._queue.put(line.rstrip())
+
+    def wait(self, fragment: str, timeout: float = 120.0) -> str:
+        deadline = time.monotonic() + timeout
+        while (left := deadline - time.monotonic()) > 0:
+            try:
+                line = self._queue.get(timeout=left)
+            except queue.Empty:
+                break
+            if fragment in line:
+                return line
+        raise AssertionError(f"no line with {fragment!r} within {timeout:.0f} s; said: {self.all}")
+
+
+def masters() -> list[int]:
+    control = str(control_dir_path()).encode()
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            argv = cmdline.read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"-M" in argv and any(arg.startswith(control) for arg in argv):
+            found.append(int(cmdline.parent.name))
+    return found
+
+
+def lab_answers(url: str) -> bool:
+    base, token = url.split("/lab?token=")
+    try:
+        return requests.get(f"{base}/api/status", headers={"Authorization": f"token {token}"}, timeout=5).ok
+    except requests.RequestException:
+        return False
+
+
+def test_jupyter_s_tunnel_survives_a_dropped_link_and_a_restarted_environment(test_env):
+    env = test_env.name
+    test_env.run("up", "testbox", "--env", env, "--detach", "--json")
+    proc = test_env.popen("jupyter", "testbox", "--env", env)
+    try:
+        url = read_url(proc)
+        said = Lines(proc.stderr)
+        said.wait("Tunnels open")
+        with JupyterClient(url) as jc:
+            kernel = jc.start_kernel()
+            assert jc.execute(kernel, "x = 41").status == "ok"
+            held = masters()
+            assert len(held) == 1, held
+            os.kill(held[0], signal.SIGKILL)                 # the link is gone
+            said.wait("dropped")
+            said.wait("reconnected to testbox")
+            again = jc.execute(kernel, "print(x + 1)")      # same URL, token, kernel: its state kept
+            assert again.status == "ok" and again.stdout == "42\n", again
+
+        # the environment made again, on another host port: the held tunnel finds it through the backend
+        urls = Lines(proc.stdout)
+        test_env.run("down", "testbox", "--env", env)
+        test_env.write_profile(ports={"jupyter": free_port(), "ssh": free_port()})
+        made = json.loads(test_env.run("up", "testbox", "--env", env, "--detach", "--json").stdout)
+        assert made["action"] == "created"
+        said.wait("gone or moved")
+        said.wait("reconnected to testbox")
+        new_url = urls.wait("http://127.0.0.1:") if made["jupyter"]["token"] not in url else url
+        assert new_url.startswith("http://127.0.0.1:")   # a line of its own on stdout: the URL, nothing else
+        assert new_url.split("/lab")[0] == url.split("/lab")[0]   # the same local port
+        assert lab_answers(new_url)
+    finally:
+        proc.terminate()
+        assert proc.wait(15) == 0, proc.stderr.read() if proc.stderr else ""
+    assert masters() == []
+
+
+def test_up_in_the_foreground_reconnects_its_jupyter_tunnel(test_env):
+    import re
+
+    env = test_env.name
+    proc = test_env.popen("up", "testbox", "--env", env)
+    try:
+        said = Lines(proc.stderr)
+        out = Lines(proc.stdout)
+        url = re.search(r"http://127\.0\.0\.1:\d+/lab\?token=\w+", out.wait("/lab?token=", 300)).group(0)
+        said.wait("Tunnels open")
+        assert lab_answers(url)
+        held = masters()
+        assert len(held) == 1, held
+        os.kill(held[0], signal.SIGKILL)
+        said.wait("dropped")
+        said.wait("reconnected to testbox")
+        assert lab_answers(url)
+    finally:
+        proc.terminate()
+        assert proc.wait(15) == 0
+    assert masters() == []

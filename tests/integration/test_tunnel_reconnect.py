@@ -1,0 +1,238 @@
+"""Held tunnels come back by themselves (services.held_tunnel), against real OpenSSH and a private sshd:
+the ControlMaster killed, the host's sshd restarted, the network taken away and given back (the sshd in a
+network namespace of its own, behind a veth link taken down and up), and the laptop asleep (the holding
+process and its ssh stopped with SIGSTOP while the host drops the session, then SIGCONT). Each time the same
+local port answers again with the host's SSH banner, and the status lines said what happened.
+
+Every wait is on an event (a line said, a port answering), bounded; none is a sleep."""
+
+from __future__ import annotations
+
+import os
+import queue
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from netns_link import NetnsLink, NetnsSSHD
+from sshd_fixture import SSHD, make_key
+
+from devenv.config import hostref
+from devenv.remote import pool, tunnels
+from devenv.remote.tunnels import Forward, free_port, open_tunnel
+from devenv.services.held_tunnel import HeldTunnel
+
+pytestmark = pytest.mark.integration
+REPO = Path(__file__).resolve().parents[2]
+
+
+def banner(port: int, address: str = "127.0.0.1") -> str:
+    with socket.create_connection((address, port), timeout=5) as s:
+        s.settimeout(5)
+        return s.recv(64).decode(errors="replace")
+
+
+def wait_for(what: str, ok, timeout: float = 90.0):
+    """Until ok() is truthy (an event, checked as it comes), at most timeout s: then fail naming it."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = ok()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"not within {timeout:.0f} s: {what}")
+
+
+def answers(port: int) -> bool:
+    try:
+        return banner(port).startswith("SSH-2.0-")
+    except OSError:
+        return False
+
+
+def write_profile(home: Path, name: str, address: str, port: int, key: Path) -> None:
+    (home / "ssh_config").touch()
+    hosts = home / "profiles" / "hosts"
+    hosts.mkdir(parents=True, exist_ok=True)
+    (hosts / f"{name}.yaml").write_text(f"ssh:\n  hostname: {address}\n  port: {port}\n  user: root\n"
+                                        f"  identity_file: {key}\nruntime: docker\n")
+
+
+class Lines:
+    """The status lines a HeldTunnel says, waited on one by one."""
+
+    def __init__(self) -> None:
+        self.all: list[str] = []
+        self._queue: queue.SimpleQueue[str] = queue.SimpleQueue()
+
+    def __call__(self, line: str) -> None:
+        self.all.append(line)
+        self._queue.put(line)
+
+    def wait(self, fragment: str, timeout: float = 90.0) -> str:
+        deadline = time.monotonic() + timeout
+        while (left := deadline - time.monotonic()) > 0:
+            try:
+                line = self._queue.get(timeout=left)
+            except queue.Empty:
+                break
+            if fragment in line:
+                return line
+        raise AssertionError(f"no line with {fragment!r} within {timeout:.0f} s; said: {self.all}")
+
+
+class Holder:
+    """A HeldTunnel of one forward to the host's own sshd (its banner proves the far end), in a thread."""
+
+    def __init__(self, host_name: str, remote_port: int):
+        self.host = hostref.load_host(host_name)
+        self.lines = Lines()
+        forward = Forward("ssh", "127.0.0.1", remote_port, free_port())
+        tunnel = open_tunnel(self.host, None, [forward])  # type: ignore[arg-type]
+        self.port = forward.local_port
+        self.held = HeldTunnel(self.host.name, tunnel, self._reopen, self.lines)
+        self.thread = threading.Thread(target=self.held.hold, daemon=True)
+        self.thread.start()
+
+    def _reopen(self, forwards):
+        tunnels.relink(self.host, 5.0)
+        return open_tunnel(self.host, None, forwards, ready_timeout=5.0)  # type: ignore[arg-type]
+
+    def master(self) -> tunnels.ControlMaster:
+        return self.held.tunnel.master  # type: ignore[attr-defined]
+
+    def close(self) -> None:
+        self.held.stop()
+        self.thread.join(10)
+        tunnels.close_masters()
+
+
+@pytest.fixture
+def key(tmp_path):
+    return make_key(tmp_path / "id_ed25519")
+
+
+@pytest.fixture
+def private_host(tmp_path, isolated_home, key):
+    server = SSHD(tmp_path / "sshd", authorized_keys=[key.public])
+    with server:
+        (isolated_home / "known_hosts").write_text(server.known_hosts_line())
+        write_profile(isolated_home, "gpu1", "127.0.0.1", server.port, key.path)
+        yield server
+        tunnels.close_masters()
+        pool.close_all()
+
+
+def test_a_killed_control_master_is_replaced_on_the_same_local_port(private_host):
+    holder = Holder("gpu1", private_host.port)
+    try:
+        assert answers(holder.port)
+        old = holder.master()
+        os.kill(old.proc.pid, signal.SIGKILL)
+        holder.lines.wait("dropped")
+        holder.lines.wait("reconnected to gpu1")
+        assert holder.master() is not old and holder.master().alive()
+        assert answers(holder.port) and holder.held.reconnects == 1
+    finally:
+        holder.close()
+
+
+def test_a_restarted_sshd_is_reconnected_to_once_it_listens_again(private_host):
+    holder = Holder("gpu1", private_host.port)
+    try:
+        assert answers(holder.port)
+        private_host.stop()          # every session ends with it: the master sees its connection close
+        holder.lines.wait("dropped")
+        refused = holder.lines.wait("reconnecting to gpu1 (attempt 1")
+        assert "next try in" in refused
+        assert not answers(holder.port)   # while sshd is down: nothing (never a port that accepts and hangs)
+        private_host.start()         # same port, same host key: its real start path
+        holder.lines.wait("reconnected to gpu1")
+        assert answers(holder.port)
+    finally:
+        holder.close()
+
+
+# --- the network taken away: sshd in its own network namespace behind a veth link ---------------------------
+
+
+@pytest.fixture
+def netns_host(tmp_path, isolated_home, key):
+    with NetnsLink() as link, NetnsSSHD(tmp_path / "sshd", link, authorized_keys=[key.public]) as server:
+        (isolated_home / "known_hosts").write_text(server.known_hosts_line())
+        write_profile(isolated_home, "gpu1", link.there, server.port, key.path)
+        yield server
+        tunnels.close_masters()
+        pool.close_all()
+
+
+def test_the_network_going_away_and_coming_back_reconnects_on_the_same_port(netns_host):
+    holder = Holder("gpu1", netns_host.port)
+    try:
+        assert answers(holder.port)
+        netns_host.link.down()   # the Wi-Fi gone: the master's keepalives go unanswered
+        holder.lines.wait("dropped")
+        failed = holder.lines.wait("reconnecting to gpu1 (attempt 1")
+        assert "next try in" in failed
+        netns_host.link.up()     # another Wi-Fi
+        holder.lines.wait("reconnected to gpu1")
+        assert answers(holder.port) and holder.held.reconnects == 1
+    finally:
+        holder.close()
+
+
+# --- the laptop asleep: the holding process and its ssh stopped while the host drops the session -------------
+
+DRIVER = """
+import sys, threading
+from devenv.config import hostref
+from devenv.remote import tunnels
+from devenv.remote.tunnels import Forward, open_tunnel
+from devenv.services.held_tunnel import HeldTunnel
+
+host = hostref.load_host("gpu1")
+forward = Forward("ssh", "127.0.0.1", int(sys.argv[1]), int(sys.argv[2]))
+
+def reopen(forwards):
+    tunnels.relink(host, 5.0)
+    return open_tunnel(host, None, forwards, ready_timeout=5.0)
+
+tunnel = open_tunnel(host, None, [forward])
+print("master", tunnel.master.proc.pid, flush=True)
+HeldTunnel(host.name, tunnel, reopen, lambda line: print(line, flush=True)).hold()
+"""
+
+
+def test_a_laptop_that_slept_while_the_host_dropped_it_reconnects_after_it_wakes(tmp_path, isolated_home, key):
+    # the host drops a silent client after ~2 s (ClientAlive), as a real host or NAT does during a long sleep
+    server = SSHD(tmp_path / "sshd", authorized_keys=[key.public],
+                  extra_config="ClientAliveInterval 1\nClientAliveCountMax 1\n")
+    with server:
+        (isolated_home / "known_hosts").write_text(server.known_hosts_line())
+        write_profile(isolated_home, "gpu1", "127.0.0.1", server.port, key.path)
+        local = free_port()
+        proc = subprocess.Popen([sys.executable, "-c", DRIVER, str(server.port), str(local)],
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                env={**os.environ, "PYTHONPATH": str(REPO)}, start_new_session=True)
+        lines = Lines()
+        threading.Thread(target=lambda: [lines(line.rstrip()) for line in proc.stdout], daemon=True).start()
+        try:
+            master = int(lines.wait("master", 60).split()[1])
+            wait_for("the tunnel answers", lambda: answers(local), 60)
+            sessions = len(server.session_pids())
+            for pid in (proc.pid, master):            # the lid closes: everything on the laptop stops
+                os.kill(pid, signal.SIGSTOP)
+            wait_for("the host drops the sleeping client", lambda: len(server.session_pids()) < sessions, 60)
+            for pid in (master, proc.pid):            # the lid opens
+                os.kill(pid, signal.SIGCONT)
+            lines.wait("dropped")
+            lines.wait("reconnected to gpu1")
+            assert answers(local)
+        finally:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(10)
