@@ -35,6 +35,7 @@ REPO = Path(__file__).resolve().parents[3]
 RUN = "run"
 GPU = "needs a GPU (the test host has none)"
 PROSE = "named in a sentence, without its arguments: its runnable forms are run"
+LATER = "not run here yet (README lines of this session's other work); their real run: "
 CLUSTER = ("needs a Slurm environment running: tests/integration/slurm/test_slurm_cli_e2e.py and "
            "test_slurm_busy_and_drained.py run up, exec and sanity on the test host's 2-node cluster")
 
@@ -88,6 +89,26 @@ README_PLAN: dict[str, str] = {
     "devenv sanity CLUSTER --nodes N": CLUSTER,
     "devenv compat": PROSE,
     "devenv up CLUSTER": CLUSTER,
+    # added to the README by other work of the same session, after this test was written: not run here yet;
+    # each names the real test host test that runs it
+    "devenv run": PROSE,
+    "devenv run gpu1 --name bert -- python myproj/train.py --epochs 3": LATER + "tests/contract/test_runs.py",
+    "devenv runs gpu1": LATER + "tests/contract/test_runs.py",
+    "devenv runs gpu1 --prune": LATER + "tests/contract/test_runs.py",
+    "devenv logs gpu1 --run bert -f": LATER + "tests/contract/test_runs.py",
+    "devenv cancel gpu1 bert": LATER + "tests/contract/test_runs.py",
+    "devenv down": PROSE,
+    "devenv jupyter gpu1 --background": LATER + "tests/integration/environments/test_env_background_tunnels.py",
+    "devenv tunnel gpu1 6006 --background": LATER + "tests/integration/environments/test_env_background_tunnels.py",
+    "devenv tunnels": LATER + "tests/integration/environments/test_env_background_tunnels.py",
+    "devenv tunnels stop ID": LATER + "tests/integration/environments/test_env_background_tunnels.py",
+    "devenv gpus @lab": LATER + "tests/integration/test_gpus_fleet.py",
+    "devenv gpus HOST...|@group [--timeout S] [--json]": LATER + "tests/integration/test_gpus_fleet.py",
+    "devenv image push": PROSE,
+    "devenv image push SRC DEST...|@group [--env E] [-j N] [--json]": LATER + "tests/integration/test_image_push.py",
+    "devenv image push gpu1 @lab --env cuda": LATER + "tests/integration/test_image_push.py",
+    "devenv up @group [--gpus N]": GPU + ": tests/integration/environments/test_env_group_up.py",
+    "devenv up @lab --gpus 2": GPU + ": tests/integration/environments/test_env_group_up.py",
 }
 
 
