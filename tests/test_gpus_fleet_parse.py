@@ -55,3 +55,26 @@ def test_a_user_in_a_container_is_named_by_the_container():
     assert fleet.describe_user(sharer, {"0123456789ab": "devenv-bob-cuda"}) == "bob (devenv-bob-cuda) python3 pid 812"
     unnamed = fleet.Sharer(0, UUID0, None, util_pct=85)
     assert fleet.describe_user(unnamed) == "someone (85% util, no process seen)"
+
+
+def test_the_health_column_is_the_health_gates_word(monkeypatch):
+    """`devenv gpus` over a replayed host whose GPU 1 has a remap pending (an edited copy of the real H200
+    `nvidia-smi -q`, tests/fixtures/health/README.md): the health gate's UNHEALTHY on GPU 1 with its finding, ok
+    on GPU 0, and the placement no longer counts GPU 1 as free."""
+    from devenv.gpu import placement
+    from devenv.remote.local import LocalConnection
+    from devenv.services import fleet as fleet_service
+
+    monkeypatch.setenv("PATH", f"{REPLAY}:/usr/bin:/bin")
+    monkeypatch.setenv("REPLAY_GPUS", "2")
+    monkeypatch.setenv("REPLAY_HEALTH", "edited-remap-pending.txt")
+    monkeypatch.setenv("REPLAY_HEALTH_GPUS", "1")
+    host = fleet_service.look_host("gpu1", LocalConnection())
+    g0, g1 = host.gpus
+    assert (g0.health, g0.health_finding) == ("ok", None)
+    assert g1.health == "UNHEALTHY" and g1.health_finding and "Pending" in g1.health_finding
+    assert [r[5] for r in fleet.table_rows([host])] == ["ok", "UNHEALTHY"]
+    candidate = placement.Candidate(host, None)
+    assert [g.index for g in candidate.usable_free] == [0]
+    with pytest.raises(placement.NoHostFits, match="gpu1"):
+        placement.place("@lab", [candidate], need=2)

@@ -5,17 +5,18 @@ answered, by each GPU's name and driver and the table header's CUDA version:
   @gpus ... @end      occupancy_script's frame
   @inv                index, name, driver_version lines
   @hdr                the first lines of plain `nvidia-smi` (its "CUDA Version: X.Y")
+  @health             `nvidia-smi -q` (the health gate's findings: checks.health, judged in services.fleet)
   @fin
 A host is ok (its GPUs), no-gpu (no driver, no nvidia-smi, no device: said plainly), error (nvidia-smi failed on
 a host that has a driver: a mismatch, a lost GPU, a hang) or down (no answer within the bound).
 
-`health` on each GPU is left for the health gate (issue 26) to fill: None here, shown as "-".
+`health` on each GPU is the health gate's word (ok | UNHEALTHY, with_health); None (shown "-") where not judged.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from devenv.gpu import nvsmi
@@ -29,13 +30,16 @@ _GPUS_LINE = re.compile(r"^@gpus (-?\d+)", re.MULTILINE)
 
 
 def look_script(nvidia_smi: str = "nvidia-smi") -> str:
-    """One round trip: the occupancy frame, then (only when nvidia-smi answered) names, driver and CUDA."""
+    """One round trip: the occupancy frame, then (only when nvidia-smi answered) names, driver and CUDA, and
+    `nvidia-smi -q` for the health gate's word on each GPU (health_section)."""
     return occupancy_script(nvidia_smi) + f"""
 if [ "$gc" = 0 ]; then
   echo "@inv"
   {nvsmi.CALL} --query-gpu={','.join(INV_FIELDS)} --format=csv,noheader,nounits 2>/dev/null
   echo "@hdr"
   {nvsmi.CALL} 2>/dev/null | head -n 4
+  echo "@health"
+  {nvsmi.CALL} -q 2>/dev/null
 fi
 echo "@fin"
 """
@@ -51,7 +55,8 @@ class GpuRow:
     mem_total_mib: int | None
     util_pct: int | None
     users: tuple[str, ...] = ()      # "alice (devenv-alice-cuda) python3 pid 812", one per process not ours
-    health: str | None = None        # the health gate's word (issue 26); None: not judged here
+    health: str | None = None        # the health gate's word: ok | UNHEALTHY; None: not judged
+    health_finding: str | None = None  # an UNHEALTHY GPU's first finding ('Remapped Rows > Pending: Yes')
 
     @property
     def mem_free_mib(self) -> int | None:
@@ -66,7 +71,8 @@ class GpuRow:
     def to_dict(self) -> dict[str, Any]:
         return {"index": self.index, "sku": self.sku, "mem_free_mib": self.mem_free_mib,
                 "mem_total_mib": self.mem_total_mib, "mem_used_mib": self.mem_used_mib, "util_pct": self.util_pct,
-                "free": self.free, "users": list(self.users), "health": self.health}
+                "free": self.free, "users": list(self.users), "health": self.health,
+                "health_finding": self.health_finding}
 
 
 @dataclass(frozen=True)
@@ -121,12 +127,27 @@ def parse_look(host: str, text: str, exit_code: int, t: float = 0.0, occupancy: 
             names[index] = row["name"]
         if row["driver_version"]:
             drivers.add(str(row["driver_version"]))
-    header_driver, cuda = nvsmi.parse_header(_section(text, "@hdr", "@fin"))
+    header_driver, cuda = nvsmi.parse_header(_section(text, "@hdr", "@health" if "\n@health" in text else "@fin"))
     states = gpu_states(occ)
     rows = tuple(GpuRow(s.index, names.get(s.index), s.mem_used_mib, s.mem_total_mib, s.util_pct,
                         tuple(describe_user(o, container_names) for o in s.others)) for s in states)
     driver = ", ".join(sorted(drivers)) or header_driver
     return HostGpus(host, OK, rows, driver, cuda, states=tuple(states))
+
+
+def health_section(text: str) -> str:
+    """look_script's `nvidia-smi -q` output ("" where it did not run)."""
+    return _section(text, "@health", "@fin")
+
+
+def with_health(look: HostGpus, sick: dict[int, str], judged: bool) -> HostGpus:
+    """The look with the health gate's word on each GPU: UNHEALTHY (and its first finding among the users'
+    words' place in JSON: `health_finding`) for a sick one, ok for the others; unchanged when not judged."""
+    if not judged or not look.gpus:
+        return look
+    rows = tuple(replace(g, health="UNHEALTHY" if g.index in sick else "ok", health_finding=sick.get(g.index))
+                 for g in look.gpus)
+    return replace(look, gpus=rows)
 
 
 def down(host: str, reason: str, hint: str | None = None) -> HostGpus:

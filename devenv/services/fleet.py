@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
+from devenv.checks import health
 from devenv.config.profiles import HostProfile
 from devenv.errors import DevenvError
 from devenv.gpu import fleet
@@ -28,8 +29,11 @@ def look_host(name: str, conn: Connection, timeout: float = ANSWER_BOUND_S) -> H
         result = conn.run(fleet.look_script(), timeout=timeout)
         occ = parse_occupancy(result.stdout, time.time())
         names = container_names(conn) if any(p.container for p in occ.processes) else {}
-        return fleet.parse_look(name, result.stdout + result.stderr, result.exit_code, occupancy=occ,
+        look = fleet.parse_look(name, result.stdout + result.stderr, result.exit_code, occupancy=occ,
                                 container_names=names)
+        query = fleet.health_section(result.stdout)
+        sick = health.sick_gpus(health.judge_health(query, 0, None)) if query.strip() else {}
+        return fleet.with_health(look, sick, judged=bool(query.strip()))
     except DevenvError as e:
         return fleet.down(name, e.message, e.hint)
 
