@@ -80,7 +80,7 @@ def test_gpus_across_hosts_one_down_one_silent(fleet):
     assert "H200" in g0["sku"] and g0["mem_total_mib"] > 100_000 and g0["util_pct"] > 0
     assert not g0["free"] and any(f"python3 pid {job_pid}" in u and u.startswith("root") for u in g0["users"])
     assert g1["free"] and g1["users"] == [] and g1["mem_free_mib"] is not None
-    assert g0["health"] is None  # the health gate's column, not judged here
+    assert (g0["health"], g1["health"]) == ("ok", "ok")  # the recorded H200 `nvidia-smi -q` is healthy
 
     assert hosts["box"]["state"] == "no-gpu" and "nvidia-smi is not installed" in hosts["box"]["reason"]
     assert hosts["gone"]["state"] == "down" and "connection refused" in hosts["gone"]["reason"]
