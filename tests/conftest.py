@@ -15,6 +15,7 @@ after another on one worker; every other test has its own names, ports and DEVEN
 from __future__ import annotations
 
 import importlib.util
+import signal
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,13 @@ from integration_marking import NeedsFinder
 
 FIXTURES = Path(__file__).parent / "fixtures"
 _finder = NeedsFinder()
+
+# Ctrl-C as a terminal delivers it: tests that interrupt devenv (or this process) need SIGINT at its default. A
+# suite started as a background job of a shell without job control (`scripts/test &`, CI runners, nohup-like
+# wrappers) inherits SIGINT *ignored*, which survives exec into every devenv the tests start, so their Ctrl-C
+# would do nothing. Python's own handler here makes each child start with the default again.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 # The groups. slurm: the 2-node cluster is one resource. Its tests drain both nodes, fill the queue, stop slurmctld or
