@@ -13,6 +13,7 @@ def host(**ssh) -> HostProfile:
 
 
 def test_alias_hosts_use_the_same_config_and_known_hosts_as_devenv(isolated_home):
+    (isolated_home / "ssh_config").write_text("Host gpu-box\n  HostName 10.0.0.7\n")
     argv = openssh.host_options(host(alias="gpu-box", connect_timeout=7))
     assert argv[:2] == ["-F", str(isolated_home / "ssh_config")]
     assert f"UserKnownHostsFile={isolated_home / 'known_hosts'}" in argv
@@ -50,3 +51,15 @@ def test_blocks_and_known_hosts_are_replaced_not_duplicated():
     kh = openssh.replace_known_host("devenv-box-cpu ssh-ed25519 OLD\nother ssh-rsa X\n", "devenv-box-cpu",
                                     openssh.known_hosts_line("devenv-box-cpu", f"ssh-ed25519 {new_key}"))
     assert kh == f"other ssh-rsa X\ndevenv-box-cpu ssh-ed25519 {new_key}\n"
+
+
+def test_a_devenv_ssh_config_not_written_yet_is_read_as_empty_by_ssh_too(monkeypatch, tmp_path):
+    """DEVENV_SSH_CONFIG names the config devenv reads in place of ~/.ssh/config; before anything wrote it, devenv
+    reads it as empty, and so must the user's ssh that exec runs (ssh refuses a missing -F file: exec on a bare
+    host failed with "Can't open user config file")."""
+    monkeypatch.setenv("DEVENV_SSH_CONFIG", str(tmp_path / "ssh_config"))
+    options, _ = openssh.host_argv(host(hostname="10.0.0.7", user="me"))
+    assert options[options.index("-F") + 1] == "/dev/null"
+    (tmp_path / "ssh_config").write_text("Host other\n")
+    options, _ = openssh.host_argv(host(hostname="10.0.0.7", user="me"))
+    assert options[options.index("-F") + 1] == str(tmp_path / "ssh_config")

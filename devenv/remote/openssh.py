@@ -37,7 +37,10 @@ def host_argv(host: HostProfile) -> tuple[list[str], str]:
     _check_target(host)
     argv: list[str] = []
     if os.environ.get("DEVENV_SSH_CONFIG"):
-        argv += ["-F", str(paths.ssh_config_path())]
+        # the config devenv reads in place of ~/.ssh/config; one not written yet is an empty one, as devenv
+        # itself reads it (ssh would refuse a -F file that is not there)
+        config = paths.ssh_config_path()
+        argv += ["-F", str(config) if config.exists() else os.devnull]
     if os.environ.get("DEVENV_KNOWN_HOSTS"):
         argv += ["-o", f"UserKnownHostsFile={paths.known_hosts_path()}"]
     argv += ["-o", "StrictHostKeyChecking=yes"]
