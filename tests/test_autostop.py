@@ -3,6 +3,7 @@ readers over /proc snapshots and recorded nvidia-smi outputs, the settings' vali
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -255,3 +256,21 @@ def test_the_watcher_ends_when_its_environment_is_gone():
 
     assert not w.environment_gone({"sessions": {"kind": "host"}, "alive_pid": os.getpid()}, [])
     assert w.environment_gone({"sessions": {"kind": "container", "container_id": CID}}, [])
+
+
+def test_on_a_bare_host_only_sessions_into_the_environments_workspace_count():
+    """The same user's other logins to the host (another project, another devenv's commands) do not hold an
+    environment: only a session running something in its workspace does (devenv exec runs there). Before, any
+    session of the user held it, so a shared host's other work kept an idle environment up for good."""
+    ws = "/home/alice/devenv-workspaces/cuda"
+    procs = [proc(50, 1, "sshd: /usr/sbin/sshd -D"),
+             proc(60, 50, "sshd: alice@notty", uid=1000), proc(61, 60, "bash -c cd x", uid=1000),
+             proc(62, 61, "python other.py", uid=1000)]
+    procs = [p if p.pid not in (61, 62) else replace(p, cwd="/home/alice/elsewhere") for p in procs]
+    assert w.sessions_on_host(procs, 1000, set(), ws) == []
+    assert [p.pid for p in w.sessions_on_host(procs, 1000, set())] == [60]      # without a workspace: any
+    deep = procs + [replace(proc(63, 62, "python train.py", uid=1000), cwd=ws + "/myproj")]
+    assert [p.pid for p in w.sessions_on_host(deep, 1000, set(), ws)] == [60]
+    assert w.sessions_on_host(deep, 1000, {63}, ws) == []
+    assert w.sessions_on_host([*procs[:1], replace(procs[1]), replace(procs[2], cwd=ws + "-other")], 1000, set(),
+                              ws) == []                                         # a sibling folder is not it

@@ -130,6 +130,7 @@ class Proc:
     cmd: str                 # argv joined by spaces (an sshd session's title: "sshd: alice@pts/0")
     cgroup: str = ""
     ns_pid: int = 0          # its pid in its own pid namespace (1: a container's init)
+    cwd: str = ""            # its working directory ("" where it cannot be read)
 
 
 def sessions_in_container(procs: list[Proc], container_id: str) -> list[Proc]:
@@ -144,14 +145,33 @@ def sessions_in_container(procs: list[Proc], container_id: str) -> list[Proc]:
     return found
 
 
-def sessions_on_host(procs: list[Proc], uid: int, exclude: set[int]) -> list[Proc]:
+def sessions_on_host(procs: list[Proc], uid: int, exclude: set[int], workspace: str = "") -> list[Proc]:
     """Sessions of a user on a bare host: their sshd session processes that run something (a shell, an exec'd
-    command); a connection that only forwards ports (a tunnel to Jupyter) runs nothing and does not count."""
+    command); a connection that only forwards ports (a tunnel to Jupyter) runs nothing and does not count. With
+    a workspace, only sessions into this environment count: one that runs something in the workspace (devenv
+    exec runs there; so does a shell that cd's there), not the same user's other logins to the host."""
     children: dict[int, list[int]] = {}
     for p in procs:
         children.setdefault(p.ppid, []).append(p.pid)
+    by_pid = {p.pid: p for p in procs}
+    root = workspace.rstrip("/")
+
+    def in_workspace(pid: int) -> bool:
+        todo, seen = list(children.get(pid, [])), set()
+        while todo:
+            child = todo.pop()
+            if child in seen or child in exclude:
+                continue
+            seen.add(child)
+            cwd = by_pid[child].cwd if child in by_pid else ""
+            if cwd == root or cwd.startswith(root + "/"):
+                return True
+            todo += children.get(child, [])
+        return False
+
     return [p for p in procs if p.uid == uid and _sshd_session(p) and p.pid not in exclude
-            and any(c not in exclude for c in children.get(p.pid, []))]
+            and any(c not in exclude for c in children.get(p.pid, []))
+            and (not root or in_workspace(p.pid))]
 
 
 def _sshd_session(p: Proc) -> bool:
@@ -246,8 +266,12 @@ def read_procs() -> list[Proc]:
         except OSError:
             continue
         ns = fields.get("NSpid", "").split()
+        try:
+            cwd = os.readlink(f"/proc/{entry}/cwd")
+        except OSError:
+            cwd = ""   # another user's process, or gone
         procs.append(Proc(int(entry), int(fields.get("PPid", "0").strip() or 0),
-                          int(fields.get("Uid", "0").split()[0] or 0), cmd, cgroup, int(ns[-1]) if ns else 0))
+                          int(fields.get("Uid", "0").split()[0] or 0), cmd, cgroup, int(ns[-1]) if ns else 0, cwd))
     return procs
 
 
@@ -390,7 +414,8 @@ def sample(config: dict[str, Any], seen: JupyterSeen) -> tuple[dict[str, Signal]
         root = f"/proc/{init}/root" if init else ""
     else:
         uid = os.getuid() if scope.get("uid", "self") == "self" else int(scope["uid"])
-        sessions = sessions_on_host(procs, uid, _ancestry(procs, os.getpid()))
+        workspace = os.path.realpath(os.path.expanduser(scope["workspace"])) if scope.get("workspace") else ""
+        sessions = sessions_on_host(procs, uid, _ancestry(procs, os.getpid()), workspace)
     signals = {"sessions": Signal(ACTIVE if sessions else IDLE, f"{len(sessions)} open" if sessions else "none")}
     signals["jupyter"] = read_jupyter(config, seen)
     utilization = None

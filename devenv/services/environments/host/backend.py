@@ -242,8 +242,9 @@ class HostProvisioner(FlowBackend):
 
     def autostop_plan(self, env: EnvProfile, result: UpResult) -> AutostopPlan:
         """The watcher runs beside Jupyter as the same user: sessions are that user's sshd sessions that run
-        something; stop ends Jupyter's process group (state.json stays: the next `up` starts it again), down
-        also removes the environment's folder (the workspace stays)."""
+        something in the workspace (not their other logins to the host); stop ends Jupyter's process group
+        (state.json stays: the next `up` starts it again), down also removes the environment's folder (the
+        workspace stays)."""
         from devenv.env.runs import RUNS_FOLDER
         from devenv.services.environments.autostop import AutostopPlan
 
@@ -254,7 +255,7 @@ class HostProvisioner(FlowBackend):
         workspace = self.runtime.workspace(env.name)
         gpus = str(result.status.gpus or "none")
         return AutostopPlan(
-            key=key, python=self.host.python, sessions={"kind": "host", "uid": "self"},
+            key=key, python=self.host.python, sessions={"kind": "host", "uid": "self", "workspace": workspace},
             gpus=gpus if gpus == "all" or gpus.replace(",", "").isdigit() else "none",
             runs_dir=f"{workspace}/{RUNS_FOLDER}", stop_steps=[{"killpg": pid}],
             down_steps=[{"killpg": pid}, {"argv": ["rm", "-rf", "--", self.runtime.env_dir(key)]}],
