@@ -195,3 +195,23 @@ def test_the_pid_loop_both_scripts_share_takes_the_first_field_of_app_lines_only
         done = subprocess.run(["sh", "-c", script], capture_output=True, text=True, check=True)
         expected = "[820 9031 9032] [GPU-aaaa,GPU-bbbb]" if uuids else "[820 9031 9032] []"
         assert done.stdout.strip() == expected, (indent, uuids, done.stdout, done.stderr)
+
+
+def test_wait_free_says_it_waited_even_when_the_first_look_outlasts_the_wait(monkeypatch):
+    # a slow host: the first look itself takes longer than --wait-idle; the user is still told who held the GPU
+    # before the give-up (test_wait_idle_gives_up_on_a_gpu_that_stays_busy_with_exit_5 failed so under load)
+    from devenv.services import gpu_occupancy
+
+    now = [0.0]
+
+    def slow_sample(conn):
+        now[0] += 3.0
+        return parse_occupancy(frame(recorded_app(), util0=100), now[0])
+
+    monkeypatch.setattr(gpu_occupancy, "sample", slow_sample)
+    said: list[str] = []
+    with pytest.raises(gpu_occupancy.GpusBusy) as e:
+        gpu_occupancy.wait_free(object(), "0", host="h200", timeout_s=1, on_wait=said.append,  # type: ignore[arg-type]
+                                clock=lambda: now[0], sleep=lambda s: None)
+    assert said == ["waiting for free GPUs (0 of 1 s): GPU 0 is busy with pid 732 (root, python3, 1.1 GiB, 100% util)"]
+    assert e.value.message.startswith("still busy after waiting 3 s: GPU 0 is busy with pid 732")

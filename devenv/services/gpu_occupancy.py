@@ -120,14 +120,16 @@ def wait_free(conn: Connection, gpus: str, *, host: str, timeout_s: float, among
         try:
             return pick(states, gpus, host=host, allow_busy=False, among=among), occ
         except gpu_choose.NotEnoughFreeGpus as busy:
+            # said before the timeout is judged: a first look that outlasts the wait (a slow host) still says
+            # that it waited, and for whom
+            if on_wait is not None and (said is None or looked - said >= 10):
+                on_wait(f"waiting for free GPUs ({looked:.0f} of {timeout_s:.0f} s): {busy.message}")
+                said = looked
             waited = clock() - start
             if waited >= timeout_s:
                 raise GpusBusy(f"still busy after waiting {waited:.0f} s: {busy.message}",
                                "wait longer (`--wait-idle SECONDS`), choose other GPUs (`--gpus`), or run and "
                                "judge anyway with `--allow-busy`") from None
-            if on_wait is not None and (said is None or looked - said >= 10):
-                on_wait(f"waiting for free GPUs ({looked:.0f} of {timeout_s:.0f} s): {busy.message}")
-                said = looked
             sleep(min(WAIT_STEP_S, max(0.0, timeout_s - waited)))
 
 
