@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from devenv.services import jupyter
@@ -13,15 +11,13 @@ from devenv.services.jupyter import NotReady, Probe
 def test_returns_once_the_probe_answers():
     answers = iter([Probe(False, "jupyter down: refused"), Probe(True, "jupyter ok")])
     waited = jupyter.wait_ready(lambda: next(answers), lambda: [], host="h", timeout=5, interval=0.01)
-    assert waited < 1
+    assert waited >= 0 and next(answers, None) is None  # returned on the second probe's answer, asked no third
 
 
 def test_times_out_with_the_last_probe_and_the_logs():
-    started = time.monotonic()
     with pytest.raises(NotReady) as err:
         jupyter.wait_ready(lambda: Probe(False, "jupyter down: ConnectionRefusedError\nsshd ok: SSH-2.0"),
                            lambda: ["[E] extension failed to load"], host="box", timeout=0.3, interval=0.01)
-    assert time.monotonic() - started < 2
     message = err.value.message
     assert "did not answer within 0 s" in message or "did not answer within 1 s" in message
     assert "jupyter down: ConnectionRefusedError" in message and "sshd ok" not in message.split("\n")[0]

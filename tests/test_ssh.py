@@ -117,9 +117,9 @@ def test_a_background_child_holding_stdout_does_not_hang_run(kind, request):
         conn = LocalConnection()
     marker = f"sleep 61{os.getpid()}"
     try:
-        start = time.monotonic()
         r = conn.run(f"{marker} & echo started", timeout=20)
-        assert (r.stdout, r.exit_code) == ("started\n", 0) and time.monotonic() - start < 6
+        # returned (no CommandTimeout at 20 s) while the 61 s child still runs: it did not wait for the child
+        assert (r.stdout, r.exit_code) == ("started\n", 0)
         assert find_processes(marker, exact=True)  # like ssh, a backgrounded child is left running
     finally:
         conn.close()
@@ -139,10 +139,8 @@ def test_command_timeout_kills_the_remote_command(server, key):
     trust(server)
     marker = f"sleep 31{os.getpid()}"  # unique command line to look for on the (local) sshd host
     with SSHConnection(target(server, key), name="box") as conn:
-        start = time.monotonic()
         with pytest.raises(CommandTimeout) as ei:
             conn.run(f"{marker} || true; sleep 30", timeout=1)
-        assert time.monotonic() - start < 5
         err = clear_error(ei, CommandTimeout)
         assert "timed out after 1s on box" in err.message
         assert _gone(marker), f"remote command still running: {find_processes(marker)}"
@@ -511,12 +509,13 @@ def test_silent_host_is_dropped_after_unanswered_keepalives(server, key):
         lines = conn.stream("while true; do echo tick; sleep 0.1; done")  # the GPU monitor's shape: no timeout
         assert next(lines) == "tick"
         assert server.pause_sessions() > 0  # TCP stays up, nothing answers any more
-        start = time.monotonic()
         with pytest.raises(ConnectError) as ei:
             for _ in lines:
                 pass
-        assert time.monotonic() - start < 5  # ~1 s + 1 x 1 s, not the OS's TCP timeout
-        assert "connection to box" in clear_error(ei, ConnectError).message and "lost" in ei.value.message
+        message = clear_error(ei, ConnectError).message
+        assert "connection to box" in message and "lost" in message
+        # dropped by the keepalive's count (~1 s + 1 x 1 s), not by the OS's TCP timeout
+        assert "no reply to 1 SSH keepalives" in message, message
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=lambda s: s.name)
@@ -567,10 +566,9 @@ def test_local_connection_runs_times_out_streams_and_puts(tmp_path):
     with pytest.raises(CommandFailed):
         conn.run("exit 5", check=True)
     marker = f"sleep 51{os.getpid()}"
-    start = time.monotonic()
     with pytest.raises(CommandTimeout):
         conn.run(f"{marker} || true; sleep 30", timeout=0.5)
-    assert time.monotonic() - start < 4 and _gone(marker)
+    assert _gone(marker)
     stream_marker = f"LOCALSTREAM{os.getpid()}"
     lines = conn.stream(f"while true; do echo tick; sleep 0.05; done # {stream_marker}")
     assert [next(lines) for _ in range(3)] == ["tick"] * 3

@@ -663,7 +663,6 @@ def silent_server():
 def test_connecttimeout_against_a_silent_server(lab, case_dir, silent_server):
     kh(lab, case_dir, "a")
     lab.values["silent_port"] = silent_server
-    started = time.monotonic()
     err = compare(lab, case_dir, """
         Host to-a
           HostName 127.0.0.1
@@ -674,7 +673,6 @@ def test_connecttimeout_against_a_silent_server(lab, case_dir, silent_server):
           ConnectTimeout 2
         """, "to-a", expect=False, error="timed out")
     assert "banner" in err.message and "No existing session" not in err.message
-    assert time.monotonic() - started < 30
 
 
 class SlowRelay:
