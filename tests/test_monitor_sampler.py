@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import signal
-import statistics
 import subprocess
 import time
 
@@ -51,18 +50,16 @@ def test_one_long_lived_stream_per_host_not_a_process_per_sample(tmp_path, key):
             snap = sampler.snapshot()
             assert snap.state == OK and [g.index for g in snap.gpus] == list(range(8))
             assert {g.name for g in snap.gpus} == {"NVIDIA H200"} and snap.driver_version == "580.159.04"
-            # every sample is stamped on arrival; ticks come at the requested rate
+            # every sample is stamped on arrival; the rate is nvidia-smi's own (-lms 230 below), not a timer here
             stamps = [p.t for p in gpu_points(snap)]
             assert stamps == sorted(stamps)
-            assert 0.15 < statistics.median(b - a for a, b in zip(stamps[1:], stamps[2:])) < 0.4
-            # on the host: exactly one streaming nvidia-smi for this sampler ...
+            # on the host: exactly one streaming nvidia-smi for this sampler, at the requested rate ...
             streams = [pid for pid in find_processes("-lms 230") if pid in server.session_pids()]
             assert len(streams) == 1
             # ... and no new SSH command per sample: the sshd starts no session while samples keep coming
             sessions = server.log_text().count("Starting session: command")
             before = sampler.snapshot().samples
-            time.sleep(1.5)
-            assert sampler.snapshot().samples >= before + 8 * 4
+            wait_until(lambda: sampler.snapshot().samples >= before + 8 * 4, 30, what="4 more ticks of 8 GPUs")
             assert server.log_text().count("Starting session: command") == sessions
             assert sessions <= 4, "probe + GPU stream + process stream (+ at most one docker ps)"
             # the slower process stream names a real process of this host with its user
