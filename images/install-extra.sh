@@ -11,7 +11,7 @@ for what in "$@"; do
     case "$what" in
     pip)
         [ -n "${DEVENV_PIP:-}" ] || continue
-        set -- --no-cache-dir --progress-bar off
+        set -- --no-cache-dir --progress-bar off --no-compile  # as install-python.sh, and why there
         for f in "$here"/*.whl "$here"/*.tar.gz; do
             [ -e "$f" ] && { set -- "$@" --find-links "$here"; break; }
         done
