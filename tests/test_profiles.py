@@ -247,16 +247,22 @@ def test_libyaml_and_pure_pyyaml_give_the_same_profiles_and_errors(monkeypatch):
             assert fast == pure, text
             kinds[fast[0]] += 1
     assert kinds["profile"] > 20 and kinds["error"] > 20   # both outcomes are compared, not one
+    assert sum(bool(profiles._FAST_TEXT.fullmatch(t)) for t in texts) > 30   # and the fast path is taken
+
+
+# YAML soup: what the fast parser is given (profiles._FAST_TEXT), and anything
+_FAST_SOUP = [*"ab:-[]{}&*?#\n ,.01\\'\"=<$~^_;()+/", "<<: ", "---\n", "...\n", "\\x41", "? ", "- ", "  "]
+_ANY_SOUP = [*_FAST_SOUP, *"|>!%@`\t\r", "!!str ", "! ", "%YAML 1.1\n", "%TAG ! tag:x,2000:\n", "|#", ">-\n"]
 
 
 @pytest.mark.skipif(not hasattr(__import__("yaml"), "CSafeLoader"), reason="PyYAML built without libyaml")
 @settings(max_examples=examples(), deadline=None, database=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(text=st.lists(st.sampled_from([*"ab:-[]{}&*!?|>'\"#\n\t\r ,.01\\%@`~=<", "!!str ", "! ", "%YAML 1.1\n",
-                                      "%TAG ! tag:x,2000:\n", "---\n", "...\n", "<<: ", "\\x41"]),
-                     max_size=40).map("".join))
+@given(text=st.one_of(st.lists(st.sampled_from(_FAST_SOUP), max_size=40).map("".join),
+                      st.lists(st.sampled_from(_ANY_SOUP), max_size=40).map("".join)))
 def test_libyaml_and_pure_pyyaml_agree_on_yaml_soup(monkeypatch, text):
-    """The same on random YAML soup (tags, directives, anchors, flow, quotes, tabs) after a valid start."""
+    """The same on random YAML soup after a valid start: half of it the characters the fast parser is given,
+    half anything (tags, directives, block scalars, tabs), which must go to the pure one whatever FAST_LOADER."""
     import yaml
 
     text = "ssh:\n  alias: box\n" + text
