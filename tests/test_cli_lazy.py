@@ -107,12 +107,12 @@ def _modules_of_python_m_devenv(args: list[str], home: Path) -> tuple[int, str, 
     return done.returncode, output + done.stderr, json.loads(modules)
 
 
-@pytest.mark.parametrize("args", [["--help"], ["gpus", "local"], ["check", "local", "--env", "cpu"]])
+@pytest.mark.parametrize("args", [["--help"], ["gpus", "local"]])
 def test_python_m_devenv_on_this_machine_imports_no_ssh_library(args, tmp_path):
     """paramiko (and cryptography under it) is imported only when a host is really dialled over SSH: `--help`
     and a command against the `local` host (here, with the replayed nvidia-smi) never pay for it."""
     rc, output, modules = _modules_of_python_m_devenv(args, tmp_path)
-    assert rc in (0, 1), output   # check: a failed check is exit 1, still a run of the command
+    assert rc == 0, output
     if args != ["--help"]:
         assert "local" in output, output   # the command really ran against the local host
     assert [m for m in modules if m.split(".")[0] in ("paramiko", "cryptography", "invoke")] == []
