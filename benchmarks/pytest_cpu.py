@@ -26,7 +26,6 @@ import os
 import re
 import subprocess
 import sys
-import tarfile
 import tempfile
 import time
 from pathlib import Path
@@ -43,11 +42,7 @@ def export(ref: str, into: Path) -> Path:
     tree.mkdir()
     archive = subprocess.run(["git", "-C", str(REPO), "archive", "--format=tar", ref], check=True,
                              capture_output=True).stdout
-    tar_path = into / "tree.tar"
-    tar_path.write_bytes(archive)
-    with tarfile.open(tar_path) as tar:
-        tar.extractall(tree, filter="tar")
-    tar_path.unlink()
+    subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
     return tree
 
 
