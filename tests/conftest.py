@@ -20,10 +20,18 @@ from pathlib import Path
 
 import pytest
 import sshd_fixture
+from hypothesis import settings as hypothesis_settings
 from integration_marking import NeedsFinder
 
 FIXTURES = Path(__file__).parent / "fixtures"
 _finder = NeedsFinder()
+
+# The property tests' budget (fuzz_values.examples): 400 examples each in a full run, 150 in the inner loop
+# (`scripts/test --quick` passes --hypothesis-profile=quick), where the fuzzers were a fifth of the CPU. Each
+# property still runs on every commit in CI's full run with its 400.
+hypothesis_settings.register_profile("full", max_examples=400)
+hypothesis_settings.register_profile("quick", max_examples=150)
+hypothesis_settings.load_profile("full")   # --hypothesis-profile (hypothesis' pytest plugin) loads another
 
 # Ctrl-C as a terminal delivers it: tests that interrupt devenv (or this process) need SIGINT at its default. A
 # suite started as a background job of a shell without job control (`scripts/test &`, CI runners, nohup-like

@@ -3,6 +3,9 @@ where devenv expects a name, a number or a path. CANARY is replaced by a per-run
 
 from __future__ import annotations
 
+import os
+
+from hypothesis import settings
 from hypothesis import strategies as st
 
 CANARY = "@CANARY@"
@@ -39,3 +42,11 @@ def scalar() -> st.SearchStrategy[object]:
                      st.floats(allow_nan=True, allow_infinity=True), st.booleans(), st.none(),
                      st.lists(hostile_text(), max_size=3),
                      st.dictionaries(hostile_text(), hostile_text(), max_size=2))
+
+
+def examples(share: float = 1.0, override: str = "DEVENV_FUZZ_EXAMPLES") -> int:
+    """max_examples for a property test: share of the run's budget, the hypothesis profile's max_examples
+    (tests/conftest.py: 400 in a full run, 150 in `scripts/test --quick`); the environment variable override,
+    when set, is the budget instead (DEVENV_FUZZ_EXAMPLES=5000 for a long hunt)."""
+    budget = int(os.environ.get(override) or settings.default.max_examples)
+    return max(1, round(budget * share))

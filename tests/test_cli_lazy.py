@@ -92,6 +92,33 @@ def test_every_command_shows_its_help(name):
             assert sub_result.exit_code == 0, sub_result.output
 
 
+def _modules_of_python_m_devenv(args: list[str], home: Path) -> tuple[int, str, list[str]]:
+    """(exit code, output, modules imported at exit) of `python -m devenv ARGS`, as a user runs it, in a fresh
+    interpreter whose DEVENV_HOME is home; the replayed nvidia-smi (tests/replay) is on PATH."""
+    code = ("import atexit, json, runpy, sys\n"
+            "atexit.register(lambda: print('\\n@@' + json.dumps(sorted(sys.modules))))\n"
+            f"sys.argv = ['devenv', *{args!r}]\n"
+            "runpy.run_module('devenv', run_name='__main__', alter_sys=True)\n")
+    env = {**os.environ, "PYTHONPATH": str(REPO), "DEVENV_HOME": str(home),
+           "PATH": os.pathsep.join([str(REPO / "tests" / "replay"), os.environ["PATH"]])}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=60,
+                          env=env)
+    output, _, modules = done.stdout.rpartition("\n@@")
+    return done.returncode, output + done.stderr, json.loads(modules)
+
+
+@pytest.mark.parametrize("args", [["--help"], ["gpus", "local"]])
+def test_python_m_devenv_on_this_machine_imports_no_ssh_library(args, tmp_path):
+    """paramiko (and cryptography under it) is imported only when a host is really dialled over SSH: `--help`
+    and a command against the `local` host (here, with the replayed nvidia-smi) never pay for it."""
+    rc, output, modules = _modules_of_python_m_devenv(args, tmp_path)
+    assert rc == 0, output
+    if args != ["--help"]:
+        assert "local" in output, output   # the command really ran against the local host
+    assert [m for m in modules if m.split(".")[0] in ("paramiko", "cryptography", "invoke")] == []
+    assert "devenv.remote.ssh" not in modules and "devenv.remote.sshlib" not in modules
+
+
 def test_connecting_commands_import_paramiko_and_docker_without_invoke():
     """paramiko imports invoke only for its own ssh_config's `Match exec`, which devenv does not use."""
     code = ("import sys\nimport devenv.runtimes.docker_runtime, devenv.remote.pool\n"

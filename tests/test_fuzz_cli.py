@@ -9,7 +9,7 @@ import os
 
 import yaml
 from click.testing import CliRunner
-from fuzz_values import CANARY, HOSTILE, hostile_text
+from fuzz_values import CANARY, HOSTILE, examples, hostile_text
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -17,7 +17,8 @@ from devenv.cli import main, shown_whole
 
 DOCUMENTED = {0, 1, 2, 3, 4, 5, 6}
 UNREACHABLE = "127.0.0.1:9"
-FUZZ = settings(max_examples=int(os.environ.get("DEVENV_FUZZ_CLI_EXAMPLES", "400")), deadline=None, database=None,
+CLI_OVERRIDE = "DEVENV_FUZZ_CLI_EXAMPLES"   # a budget of its own for a long hunt (fuzz_values.examples)
+FUZZ = settings(max_examples=examples(override=CLI_OVERRIDE), deadline=None, database=None,
                 suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 COUNT = {"cli": 0}
 CODES: dict[int, int] = {}
@@ -139,7 +140,8 @@ def test_fuzz_cli_count():
 
 
 @given(host=st.sampled_from([h for h in HOSTILE if h.startswith("-") or "\n" in h]))
-@settings(max_examples=40, deadline=None, database=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(40 / 400, CLI_OVERRIDE), deadline=None, database=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
 def test_option_like_or_multi_line_host_names_are_bad_input(host):
     for command in ("status", "check", "ssh", "up", "down"):
         result = CliRunner().invoke(main, [command, "--", host] if command == "status" else [command, "--", host])
@@ -157,7 +159,7 @@ def _dialled(result) -> bool:
     return result.exit_code == 3 or "cannot connect" in result.output
 
 
-@settings(max_examples=int(os.environ.get("DEVENV_FUZZ_CLI_EXAMPLES", "400")) // 4, deadline=None, database=None,
+@settings(max_examples=examples(1 / 4, CLI_OVERRIDE), deadline=None, database=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(command=st.sampled_from(ENV_COMMANDS), name=hostile_text().filter(lambda n: n.strip() != ""),
        via_variable=st.booleans())
@@ -177,14 +179,15 @@ def test_an_env_that_cannot_be_loaded_is_exit_2_before_dialling(isolated_home, c
     assert result.exit_code == 2 and not _dialled(result), (argv, name, via_variable, result.output[-400:])
 
 
-@settings(max_examples=60, deadline=None, database=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(60 / 400, CLI_OVERRIDE), deadline=None, database=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(only=st.text(alphabet=", \t", min_size=1, max_size=8).filter(lambda s: s.strip() != ""))
 def test_an_only_that_names_no_stage_is_exit_2_before_dialling(isolated_home, only):
     result = CliRunner().invoke(main, ["sanity", UNREACHABLE, "--only", only])
     assert result.exit_code == 2 and not _dialled(result), (only, result.output[-400:])
 
 
-@settings(max_examples=60, deadline=None, database=None)
+@settings(max_examples=examples(60 / 400, CLI_OVERRIDE), deadline=None, database=None)
 @given(digits=st.lists(NON_ASCII_DIGITS, min_size=1, max_size=3), flag=st.sampled_from(["--cuda", "--driver"]))
 def test_versions_with_digits_other_than_ascii_are_bad_input(digits, flag):
     version = ".".join(digits) if flag == "--cuda" else "5" + "".join(digits) + "0.1"
@@ -193,7 +196,8 @@ def test_versions_with_digits_other_than_ascii_are_bad_input(digits, flag):
     assert result.exit_code == 2, (flag, version, result.output[-400:])
 
 
-@settings(max_examples=40, deadline=None, database=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(40 / 400, CLI_OVERRIDE), deadline=None, database=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(command=st.sampled_from([["status", UNREACHABLE], ["exec", UNREACHABLE, "--", "true"], ["check", UNREACHABLE],
                                 ["sanity", UNREACHABLE], ["logs", UNREACHABLE]]),
        below=st.sampled_from(["", "state", "a/b"]))

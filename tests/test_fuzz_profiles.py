@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 
 import yaml
-from fuzz_values import HOSTILE, YAML_SOUP, scalar
+from fuzz_values import HOSTILE, YAML_SOUP, examples, scalar
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -23,7 +23,7 @@ from devenv.env.image_context import BuildInputs
 from devenv.errors import ProfileError
 from devenv.remote import openssh
 
-FUZZ = settings(max_examples=int(os.environ.get("DEVENV_FUZZ_EXAMPLES", "400")), deadline=None, database=None,
+FUZZ = settings(max_examples=examples(), deadline=None, database=None,
                 suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 COUNT: dict[str, int] = {}
 

@@ -216,3 +216,31 @@ def test_ups_gpu_picker_skips_the_sick_gpu_and_notes_it(two_gpus_one_sick):
     notes: list[str] = []
     assert gpu_occupancy.gpu_picker(conn, "gpu-box", on_note=notes.append)(1) == "1"
     assert notes == ["GPU 0 is UNHEALTHY (Remapped Rows > Pending: Yes): not picked"]
+
+
+def test_the_python_replay_answers_devenvs_own_probes_from_the_recording():
+    """tests/replay/sanity-python answers devenv's two probes of a host's python (the version, and python/torch)
+    as the recorded H200 python did, without starting this machine's python: its copies of the probes are the
+    ones devenv sends today, and its answers are the recording's fingerprint."""
+    import inspect
+    import shlex
+
+    from devenv.checks.host import python_probe
+    from devenv.services import sanity
+
+    replay = str(REPLAY_DIR / "sanity-python")
+    recording = (FIX / "sanity" / "h200-quick.jsonl").read_text().splitlines()
+    fingerprint = json.loads(next(line for line in recording if '"check": "fingerprint"' in line))
+    host_probe = shlex.split(python_probe(replay))
+    assert host_probe[:2] == [replay, "-c"]
+    answered = subprocess.run(host_probe, capture_output=True, text=True, timeout=60, env={"PATH": "/usr/bin:/bin"})
+    assert json.loads(answered.stdout) == {"python": fingerprint["python"], "torch": fingerprint["torch"],
+                                           "cuda": fingerprint["torch_cuda"], "arch_list": fingerprint["arch_list"]}
+    version_probe = "import sys; print(sys.version_info[0])"
+    assert f"-c '{version_probe}'" in inspect.getsource(sanity._check_python)
+    answered = subprocess.run([replay, "-c", version_probe], capture_output=True, text=True, timeout=60)
+    assert answered.stdout == "3\n"
+    # anything else still runs a real python
+    other = subprocess.run([replay, "-c", "import sys; print(sys.version_info[:2] >= (3, 10))"],
+                           capture_output=True, text=True, timeout=60)
+    assert other.stdout == "True\n"

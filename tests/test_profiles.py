@@ -6,6 +6,9 @@ import textwrap
 
 import pytest
 from click.testing import CliRunner
+from fuzz_values import examples
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from devenv.cli import main
 from devenv.config import profiles
@@ -203,3 +206,81 @@ def test_every_unsupported_tag_is_named_with_its_line():
     with pytest.raises(profiles.ProfileErrors) as info:
         profiles.parse_env(text, "x", "t.yaml")
     assert [e.message.split(":")[1] for e in info.value.errors] == ["1", "3", "4"]
+
+
+# --- libyaml's parser and PyYAML's own read every profile the same ----------------------------------------------
+
+def _outcome(parse, text: str, loader, monkeypatch) -> tuple:
+    """What parse makes of text with profiles.FAST_LOADER = loader: the profile, or the error's message and hint."""
+    monkeypatch.setattr(profiles, "FAST_LOADER", loader)
+    try:
+        return ("profile", parse(text, "t", "t.yaml").to_dict())
+    except ProfileError as exc:
+        return ("error", exc.message, exc.hint)
+
+
+def _texts() -> list[str]:
+    from fuzz_values import HOSTILE, YAML_SOUP
+
+    bundled = [p.read_text() for p in profiles.paths.bundled_dir("profiles").glob("*/*.yaml")]
+    bad = ["ssh:\n  alias: a\n bad: indent\n", "ssh: [a, b]\n", "", "image: !secret x\nenv:\n  A: !!binary aGk=\n",
+           "a: &x [*x]\n", "- [" * 40, "image: x\n\tcuda: '12.8'\n", "image: 'x\n", "\ufeffimage: x\n"]
+    soup = [f"ssh:\n  alias: box\ndescription: {value.replace(chr(10), chr(10) + '  ')}\n"
+            for value in YAML_SOUP + HOSTILE]
+    return bundled + bad + soup
+
+
+@pytest.mark.skipif(not hasattr(__import__("yaml"), "CSafeLoader"), reason="PyYAML built without libyaml")
+def test_libyaml_and_pure_pyyaml_give_the_same_profiles_and_errors(monkeypatch):
+    """profiles parse with libyaml's CSafeLoader where PyYAML has it, else PyYAML's SafeLoader: the same profile
+    or the same message (with its line) for bundled profiles, malformed YAML, tags, aliases and hostile values."""
+    import yaml
+
+    assert profiles.FAST_LOADER is yaml.CSafeLoader   # the fast path is the one taken here
+    texts = _texts()
+    assert len(texts) > 90
+    kinds = {"profile": 0, "error": 0}
+    for text in texts:
+        for parse in (profiles.parse_host, profiles.parse_env):
+            fast = _outcome(parse, text, yaml.CSafeLoader, monkeypatch)
+            pure = _outcome(parse, text, yaml.SafeLoader, monkeypatch)
+            assert fast == pure, text
+            kinds[fast[0]] += 1
+    assert kinds["profile"] > 20 and kinds["error"] > 20   # both outcomes are compared, not one
+    assert sum(bool(profiles._FAST_TEXT.fullmatch(t)) for t in texts) > 30   # and the fast path is taken
+
+
+# YAML soup: what the fast parser is given (profiles._FAST_TEXT), and anything
+_FAST_SOUP = [*"ab:-[]{}&*?#\n ,.01\\'\"=<$~^_;()+/", "<<: ", "---\n", "...\n", "\\x41", "? ", "- ", "  "]
+_ANY_SOUP = [*_FAST_SOUP, *"|>!%@`\t\r", "!!str ", "! ", "%YAML 1.1\n", "%TAG ! tag:x,2000:\n", "|#", ">-\n"]
+
+
+@pytest.mark.skipif(not hasattr(__import__("yaml"), "CSafeLoader"), reason="PyYAML built without libyaml")
+@settings(max_examples=examples(), deadline=None, database=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=st.one_of(st.lists(st.sampled_from(_FAST_SOUP), max_size=40).map("".join),
+                      st.lists(st.sampled_from(_ANY_SOUP), max_size=40).map("".join)))
+def test_libyaml_and_pure_pyyaml_agree_on_yaml_soup(monkeypatch, text):
+    """The same on random YAML soup after a valid start: half of it the characters the fast parser is given,
+    half anything (tags, directives, block scalars, tabs), which must go to the pure one whatever FAST_LOADER."""
+    import yaml
+
+    text = "ssh:\n  alias: box\n" + text
+    assert _outcome(profiles.parse_host, text, yaml.CSafeLoader, monkeypatch) == \
+        _outcome(profiles.parse_host, text, yaml.SafeLoader, monkeypatch)
+
+
+@pytest.mark.skipif(not hasattr(__import__("yaml"), "CSafeLoader"), reason="PyYAML built without libyaml")
+def test_bundled_tables_read_the_same_with_libyaml_and_pure_pyyaml():
+    """devenv's own data tables (compat, sanity) load through libyaml's loader: the same data as PyYAML's own."""
+    from pathlib import Path
+
+    import yaml
+
+    import devenv
+
+    tables = sorted(Path(devenv.__file__).parent.glob("*/data/*.yaml"))
+    assert len(tables) >= 5
+    for table in tables:
+        text = table.read_text()
+        assert yaml.load(text, Loader=yaml.CSafeLoader) == yaml.safe_load(text), table

@@ -9,6 +9,7 @@ import re
 import subprocess
 from pathlib import Path
 
+from fuzz_values import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -46,7 +47,7 @@ def decode(alias: str) -> tuple[str, str]:
 names = st.text(alphabet=st.sampled_from("ab-._Z@:+é1"), max_size=8)
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(), deadline=None)
 @given(names, names)
 def test_every_alias_decodes_back_to_its_own_host_and_env(host, env):
     alias = openssh.env_alias(host, env)

@@ -31,6 +31,16 @@ MAX_NODES = 5000                  # nodes once aliases are expanded: a YAML bomb
 # The tags plain YAML resolves by itself; any other (!!python/object, !secret, !!binary) is refused, not dropped.
 _PLAIN_TAGS = {f"tag:yaml.org,2002:{t}" for t in ("str", "int", "float", "bool", "null", "map", "seq")}
 PORT_NAMES = ("jupyter", "ssh")
+# libyaml's parser when PyYAML was built with it (~10x less CPU than the pure-Python one; every devenv command
+# and the profile fuzzers parse profiles), else PyYAML's own. Both resolve tags with the same Python resolver.
+# The fast one is given only printable ASCII and newlines (a profile's usual text) without the indicators of
+# block scalars, tags, directives and reserved characters (| > ! % @ `): on those, and on a tab, a BOM inside the
+# text, NEL or controls, the two disagree on some malformed texts (one refuses what the other reads: found by
+# tests/test_profiles.py's differential fuzz). Such a text, and any text the fast one refuses, is parsed by the
+# pure one, whose error messages profiles report: a profile reads the same either way.
+_FAST_TEXT = re.compile(r"[\n\x20\x22-\x24\x26-\x3d\x3f\x41-\x5f\x61-\x7b\x7d\x7e]*")
+_Loader = type[yaml.SafeLoader] | type[yaml.CSafeLoader]
+FAST_LOADER: _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 @dataclass(frozen=True)
@@ -533,11 +543,11 @@ def _describe(node: yaml.Node | None) -> str:
     return check.preview(node.value)
 
 
-def _shape(text: str, source: str) -> None:
+def _shape(text: str, source: str, loader: _Loader) -> None:
     """Depth first, from the parser's events (the composer recurses and would overflow on deep nesting)."""
     depth = 0
     try:
-        for event in yaml.parse(text, Loader=yaml.SafeLoader):
+        for event in yaml.parse(text, Loader=loader):
             if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
                 depth += 1
                 if depth > MAX_DEPTH:
@@ -578,7 +588,17 @@ def _check_tree(node: yaml.Node, source: str) -> None:
 
 
 def _compose(text: str, source: str) -> yaml.Node:
-    _shape(text, source)
+    if FAST_LOADER is not yaml.SafeLoader and _FAST_TEXT.fullmatch(text):
+        try:
+            _shape(text, source, FAST_LOADER)
+            node = yaml.compose(text, Loader=FAST_LOADER)
+        except (yaml.YAMLError, RecursionError):
+            pass  # reported below, in the pure parser's words
+        else:
+            if node is not None:
+                _check_tree(node, source)
+                return node
+    _shape(text, source, yaml.SafeLoader)
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
     except RecursionError:

@@ -1,6 +1,10 @@
 """One connection per host per process, shared by every thread (checks run in parallel over one transport).
 
 A pooled SSHConnection whose transport died reconnects by itself on its next command.
+
+devenv.remote.ssh (and with it paramiko and cryptography, ~0.3 s of CPU per process) is imported only when an
+SSH host is really dialled: a command against `local` hosts (the in-memory backend's, a laptop's) never pays for
+it (tests/test_cli_lazy.py).
 """
 
 from __future__ import annotations
@@ -12,7 +16,6 @@ from typing import TYPE_CHECKING
 from devenv.errors import ConnectError
 from devenv.remote.base import Connection
 from devenv.remote.local import LocalConnection
-from devenv.remote.ssh import SSHConnection
 
 if TYPE_CHECKING:  # a host profile, for its type only
     from devenv.config.profiles import HostProfile, SSHTarget
@@ -31,8 +34,8 @@ def get_connection(host: HostProfile, *, accept_new_host: bool = False) -> Conne
         if conn is None:
             conn = _new_connection(host, accept_new_host)
             _pool[key] = conn
-        elif accept_new_host and isinstance(conn, SSHConnection):
-            conn.accept_new_host = True
+        elif accept_new_host and not isinstance(conn, LocalConnection):
+            conn.accept_new_host = True  # type: ignore[attr-defined]  # an SSHConnection (the pool holds only these two)
         return conn
 
 
@@ -56,6 +59,8 @@ def _new_connection(host: HostProfile, accept_new_host: bool) -> Connection:
     if host.ssh is None:
         raise ConnectError(f"host profile '{host.name}' has no ssh section and is not local",
                            f"add ssh: {{hostname: ...}} to the profile (see `devenv profiles show {host.name}`)")
+    from devenv.remote.ssh import SSHConnection  # paramiko: only for a host really dialled over SSH
+
     return SSHConnection(host.ssh, name=host.name, accept_new_host=accept_new_host)
 
 
