@@ -100,9 +100,11 @@ class EnvUnderTest:
                                  f"stdout:\n{done.stdout}\nstderr:\n{done.stderr}")
         return done
 
-    def popen(self, *args: str, stdin: int | None = None) -> subprocess.Popen:
+    def popen(self, *args: str, stdin: int | None = None, new_session: bool = False) -> subprocess.Popen:
+        """devenv running; new_session: in a process group (and session) of its own, as a terminal's job is."""
         return subprocess.Popen([sys.executable, "-m", "devenv", *args], stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True, env=self.environ, cwd=REPO, stdin=stdin)
+                                stderr=subprocess.PIPE, text=True, env=self.environ, cwd=REPO, stdin=stdin,
+                                start_new_session=new_session)
 
     def containers(self) -> list[str]:
         out = docker("ps", "-a", "--filter", f"label=org.devenv.env={self.name}", "--format", "{{.Names}}").stdout

@@ -124,3 +124,55 @@ def test_up_in_the_foreground_reconnects_its_jupyter_tunnel(test_env):
         proc.terminate()
         assert proc.wait(15) == 0
     assert masters() == []
+
+
+def test_jupyter_s_tunnel_comes_back_after_the_laptop_slept_and_the_host_dropped_it(test_env, testhost):
+    """The lid closed: the real `devenv jupyter`'s process group and its ssh master stopped (SIGSTOP) for longer
+    than the keepalive bound, while the host drops the session (its sshd serving the master ends); the lid
+    opened (SIGCONT): the same local port answers the same JupyterLab, token and kernel state kept."""
+    from sshd_sessions import listener_pid, serving, signal_all
+
+    from devenv.remote.tunnels import SERVER_ALIVE
+
+    bound = int(SERVER_ALIVE[0].split("=")[1]) * int(SERVER_ALIVE[1].split("=")[1])
+    env = test_env.name
+    test_env.run("up", "testbox", "--env", env, "--detach", "--json")
+    proc = test_env.popen("jupyter", "testbox", "--env", env, new_session=True)
+    asleep: list[int] = []
+    try:
+        url = read_url(proc)
+        said = Lines(proc.stderr)
+        said.wait("Tunnels open")
+        with JupyterClient(url) as jc:
+            kernel = jc.start_kernel()
+            assert jc.execute(kernel, "x = 41").status == "ok"
+            [master] = masters()
+            sessions = serving(listener_pid(testhost), testhost.port, master)
+            assert sessions, "no sshd serves the tunnel's master"
+            os.killpg(proc.pid, signal.SIGSTOP)          # the lid closes: devenv and its ssh stop
+            os.kill(master, signal.SIGSTOP)
+            asleep = [master]
+            signal_all(sessions, signal.SIGKILL)           # the host drops the session while the laptop sleeps
+            gone = time.monotonic() + 60
+            while any(Path(f"/proc/{pid}").exists() for pid in sessions) and time.monotonic() < gone:
+                time.sleep(0.05)
+            # the sleep itself (the scenario, not a wait for an event): longer than ServerAlive's bound
+            time.sleep(bound + 1)
+            os.kill(master, signal.SIGCONT)                # the lid opens
+            os.killpg(proc.pid, signal.SIGCONT)
+            asleep = []
+            said.wait("dropped")
+            said.wait("reconnected to testbox")
+            assert master not in masters()
+            again = jc.execute(kernel, "print(x + 1)")      # same URL, token, kernel: its state kept
+            assert again.status == "ok" and again.stdout == "42\n", again
+        assert lab_answers(url)
+    finally:
+        signal_all(asleep, signal.SIGCONT)
+        try:
+            os.killpg(proc.pid, signal.SIGCONT)
+        except ProcessLookupError:
+            pass
+        proc.terminate()
+        assert proc.wait(15) == 0, proc.stderr.read() if proc.stderr else ""
+    assert masters() == []
