@@ -188,6 +188,22 @@ def read_url(proc: subprocess.Popen, timeout: float = 60) -> str:
     return line
 
 
+def held_masters() -> list[int]:
+    """The pids of the OpenSSH ControlMasters devenv's tunnels hold (their -S socket under the control dir)."""
+    from devenv.remote.tunnels import control_dir_path
+
+    control = str(control_dir_path()).encode()
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            argv = cmdline.read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"-M" in argv and any(arg.startswith(control) for arg in argv):
+            found.append(int(cmdline.parent.name))
+    return found
+
+
 def processes_mentioning(text: str) -> list[str]:
     """Command lines of live processes that contain text (stray tunnels, stray devenv)."""
     found = []

@@ -15,11 +15,10 @@ import time
 from pathlib import Path
 
 import requests
+from env_testing import held_masters as masters
 from env_testing import read_url
 from jupyter_client import JupyterClient
 from sshd_fixture import free_port
-
-from devenv.remote.tunnels import control_dir_path
 
 
 class Lines:
@@ -43,19 +42,6 @@ class Lines:
             if fragment in line:
                 return line
         raise AssertionError(f"no line with {fragment!r} within {timeout:.0f} s; said: {self.all}")
-
-
-def masters() -> list[int]:
-    control = str(control_dir_path()).encode()
-    found = []
-    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
-        try:
-            argv = cmdline.read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if b"-M" in argv and any(arg.startswith(control) for arg in argv):
-            found.append(int(cmdline.parent.name))
-    return found
 
 
 def lab_answers(url: str) -> bool:
