@@ -220,3 +220,64 @@ class HeldInBackground:
     def close(self) -> None:
         self.held.stop()
         self._thread.join(10)
+
+
+class Together:
+    """Several tunnels held as one by one HeldTunnel (`up`'s Jupyter tunnel and a devcontainer's forwardPorts):
+    its forwards are theirs in order, it is alive while all are, and a death of any reopens all (reopen_together).
+    The first is the one the held tunnel probes (Jupyter's forward first)."""
+
+    def __init__(self, parts: list[Tunnel]):
+        self.parts = parts
+
+    @property
+    def kind(self) -> str:
+        return self.parts[0].kind
+
+    @property
+    def forwards(self) -> list[Any]:
+        return [f for part in self.parts for f in part.forwards]
+
+    @property
+    def ended(self) -> str | None:
+        return next((e for part in self.parts if (e := getattr(part, "ended", None))), None)
+
+    @property
+    def probe_is_cheap(self) -> bool:
+        return bool(getattr(self.parts[0], "probe_is_cheap", True))
+
+    def alive(self) -> bool:
+        return all(part.alive() for part in self.parts)
+
+    def exit_fd(self) -> int | None:
+        """One descriptor readable when any part dies, where all parts share it (one OpenSSH master); else None
+        (looked at every check_every s)."""
+        fds = set()
+        for part in self.parts:
+            exit_fd = getattr(part, "exit_fd", None)
+            fds.add(exit_fd() if exit_fd is not None else None)
+        return fds.pop() if len(fds) == 1 else None
+
+    def close(self) -> None:
+        for part in self.parts:
+            part.close()
+
+
+def reopen_together(parts: list[tuple[int, Reopen]]) -> Reopen:
+    """How a Together is opened again: each part's reopen (count: how many of the forwards are its, in order)
+    gets its forwards; a part that fails closes the ones opened before it, and the attempt fails as it did."""
+
+    def reopen(forwards: list[Any]) -> Tunnel:
+        opened: list[Tunnel] = []
+        start = 0
+        try:
+            for count, part in parts:
+                opened.append(part(forwards[start:start + count]))
+                start += count
+        except BaseException:
+            for tunnel in opened:
+                tunnel.close()
+            raise
+        return Together(opened)
+
+    return reopen

@@ -162,3 +162,45 @@ def test_jupyter_s_tunnel_comes_back_after_the_laptop_slept_and_the_host_dropped
         proc.terminate()
         assert proc.wait(15) == 0, proc.stderr.read() if proc.stderr else ""
     assert masters() == []
+
+
+def test_up_holds_a_devcontainer_s_forward_ports_through_a_dropped_link(test_env, tmp_path):
+    """`up` with a devcontainer.json's forwardPorts, held in the foreground: the link dropped (the ControlMaster
+    killed) reopens the forwarded port beside Jupyter's, on the same local port."""
+    import urllib.request
+
+    port = free_port()
+    project = tmp_path / "withports"
+    (project / ".devcontainer").mkdir(parents=True)
+    (project / ".devcontainer" / "devcontainer.json").write_text(json.dumps({
+        "name": "With Ports", "image": "devenv-base:bookworm", "forwardPorts": [port],
+        "postStartCommand": f"nohup python3 -m http.server {port} --bind 0.0.0.0 >/dev/null 2>&1 &"}))
+
+    def serves(local: int) -> bool:
+        try:
+            return b"Directory listing" in urllib.request.urlopen(f"http://127.0.0.1:{local}/", timeout=5).read()
+        except OSError:
+            return False
+
+    def until(what: str, ok, timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        while not ok():
+            assert time.monotonic() < deadline, f"not within {timeout:.0f} s: {what}"
+            time.sleep(0.1)
+
+    proc = test_env.popen("up", "testbox", "--env", test_env.name, "--devcontainer", str(project), "--yes")
+    try:
+        said, out = Lines(proc.stderr), Lines(proc.stdout)
+        line = out.wait("forwardPorts: 127.0.0.1:", 600)
+        local = int(line.split("127.0.0.1:")[1].split()[0])
+        said.wait("Tunnels open")
+        until("the forwarded port serves", lambda: serves(local))
+        [master] = masters()
+        os.kill(master, signal.SIGKILL)   # the link is gone
+        said.wait("dropped")
+        said.wait("reconnected to testbox")
+        until("the forwarded port serves again, on the same local port", lambda: serves(local))
+    finally:
+        proc.terminate()
+        assert proc.wait(15) == 0, proc.stderr.read() if proc.stderr else ""
+    assert masters() == []
