@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from devenv.errors import DevenvError
+from devenv.remote.network_watch import NetworkWatch, open_watch
 
 
 class Tunnel(Protocol):
@@ -79,6 +80,9 @@ class HeldTunnel:
     # backend, and a far end that moved (or is gone) is reopened (found again) as a dead link is.
     moved: Moved | None = None
     probe_every: float = 15.0
+    # while reconnecting, a change of this machine's network (rtnetlink) cuts the back-off's wait short
+    watch_network: bool = True
+    network_floor: float = 0.25
     _wake: tuple[int, int] = field(init=False, default=(-1, -1), repr=False)
 
     def hold(self) -> None:
@@ -152,23 +156,55 @@ class HeldTunnel:
         self.say(f"the tunnel to {self.host} dropped; reconnecting (local ports "
                  f"{', '.join(str(f.local_port) for f in forwards)} kept)")
         attempt = 0
+        watch = open_watch() if self.watch_network else None
+        try:
+            while not self.stopped.is_set():
+                attempt += 1
+                tried = time.monotonic()
+                try:
+                    self.tunnel = self.reopen(forwards)
+                except (DevenvError, OSError, subprocess.SubprocessError) as e:
+                    why = e.message if isinstance(e, DevenvError) else str(e) or type(e).__name__
+                    down = time.monotonic() - started
+                    delay = self.backoff.delay(attempt, down)
+                    self.say(f"reconnecting to {self.host} (attempt {attempt}, {down:.0f} s): "
+                             f"{_first_line(why)}; next try in {delay:g} s")
+                    if self._pause(delay, watch, tried):
+                        self.say(f"the network changed: trying {self.host} again now")
+                    continue
+                self.reconnects += 1
+                self.state, self.down_since = "open", None
+                self.say(f"reconnected to {self.host} after {time.monotonic() - started:.1f} s "
+                         f"(attempt {attempt}); the same local ports answer again")
+                return
+        finally:
+            if watch is not None:
+                watch.close()
+
+    def _pause(self, delay: float, watch: NetworkWatch | None, tried: float) -> bool:
+        """The back-off's wait before the next attempt, cut short by stop() or by a change of this machine's
+        network (a link up, an address or route added: remote.network_watch); whether the network changed.
+        Never a busy loop: a change retries at once only when the last attempt began network_floor s ago or
+        more (a host that creates links all the time gets one attempt each network_floor s at most)."""
+        end = time.monotonic() + delay
         while not self.stopped.is_set():
-            attempt += 1
-            try:
-                self.tunnel = self.reopen(forwards)
-            except (DevenvError, OSError, subprocess.SubprocessError) as e:
-                why = e.message if isinstance(e, DevenvError) else str(e) or type(e).__name__
-                down = time.monotonic() - started
-                delay = self.backoff.delay(attempt, down)
-                self.say(f"reconnecting to {self.host} (attempt {attempt}, {down:.0f} s): {_first_line(why)}; "
-                         f"next try in {delay:g} s")
-                self.stopped.wait(delay)
+            left = end - time.monotonic()
+            if left <= 0:
+                return False
+            if watch is None:
+                self.stopped.wait(left)
                 continue
-            self.reconnects += 1
-            self.state, self.down_since = "open", None
-            self.say(f"reconnected to {self.host} after {time.monotonic() - started:.1f} s "
-                     f"(attempt {attempt}); the same local ports answer again")
-            return
+            try:
+                ready, _, _ = select.select([watch.fileno(), self._wake[0]], [], [], left)
+            except (OSError, ValueError):
+                self.stopped.wait(left)
+                continue
+            if watch.fileno() in ready and watch.changed():
+                soonest = tried + self.network_floor
+                if time.monotonic() < soonest:
+                    self.stopped.wait(soonest - time.monotonic())
+                return True
+        return False
 
 
 def refuses(port: int, wait: float = 2.0) -> bool:

@@ -25,7 +25,7 @@ from sshd_fixture import SSHD, make_key
 from devenv.config import hostref
 from devenv.remote import pool, tunnels
 from devenv.remote.tunnels import Forward, free_port, open_tunnel
-from devenv.services.held_tunnel import HeldTunnel
+from devenv.services.held_tunnel import Backoff, HeldTunnel
 
 pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[2]
@@ -89,13 +89,13 @@ class Lines:
 class Holder:
     """A HeldTunnel of one forward to the host's own sshd (its banner proves the far end), in a thread."""
 
-    def __init__(self, host_name: str, remote_port: int):
+    def __init__(self, host_name: str, remote_port: int, backoff: Backoff | None = None):
         self.host = hostref.load_host(host_name)
         self.lines = Lines()
         forward = Forward("ssh", "127.0.0.1", remote_port, free_port())
         tunnel = open_tunnel(self.host, None, [forward])  # type: ignore[arg-type]
         self.port = forward.local_port
-        self.held = HeldTunnel(self.host.name, tunnel, self._reopen, self.lines)
+        self.held = HeldTunnel(self.host.name, tunnel, self._reopen, self.lines, backoff=backoff or Backoff())
         self.thread = threading.Thread(target=self.held.hold, daemon=True)
         self.thread.start()
 
@@ -186,6 +186,38 @@ def test_the_network_going_away_and_coming_back_reconnects_on_the_same_port(netn
         holder.close()
 
 
+def test_the_link_coming_back_is_tried_at_once_not_at_the_back_off_s_next_tick(netns_host):
+    """The back-off here waits 10 minutes between attempts: only the network watch (rtnetlink: the link up, its
+    address and route back) can bring the tunnel back within the test's bound."""
+    holder = Holder("gpu1", netns_host.port, Backoff(first=600.0, fast_max=600.0, slow=600.0))
+    try:
+        assert answers(holder.port)
+        netns_host.link.down()
+        holder.lines.wait("dropped")
+        holder.lines.wait("next try in 600 s")
+        netns_host.link.up()
+        holder.lines.wait("the network changed: trying gpu1 again now")
+        holder.lines.wait("reconnected to gpu1")
+        assert answers(holder.port) and holder.held.reconnects == 1
+    finally:
+        holder.close()
+
+
+def test_every_packet_dropped_with_the_link_up_then_let_through_reconnects_on_the_same_port(netns_host):
+    holder = Holder("gpu1", netns_host.port)
+    try:
+        assert answers(holder.port)
+        netns_host.link.drop()   # the link stays up; nothing gets through (iptables DROP in the host's netns)
+        holder.lines.wait("dropped")
+        failed = holder.lines.wait("reconnecting to gpu1 (attempt 1")
+        assert "next try in" in failed
+        netns_host.link.undrop()
+        holder.lines.wait("reconnected to gpu1")
+        assert answers(holder.port) and holder.held.reconnects == 1
+    finally:
+        holder.close()
+
+
 # --- the laptop asleep: the holding process and its ssh stopped while the host drops the session -------------
 
 DRIVER = """
@@ -193,7 +225,7 @@ import sys, threading
 from devenv.config import hostref
 from devenv.remote import tunnels
 from devenv.remote.tunnels import Forward, open_tunnel
-from devenv.services.held_tunnel import HeldTunnel
+from devenv.services.held_tunnel import Backoff, HeldTunnel
 
 host = hostref.load_host("gpu1")
 forward = Forward("ssh", "127.0.0.1", int(sys.argv[1]), int(sys.argv[2]))
