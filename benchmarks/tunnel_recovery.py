@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Benchmark (issue 25): how soon a held tunnel answers again after the network comes back, and what a held idle
 tunnel costs; devenv's held tunnel (services.held_tunnel, its OpenSSH ControlMaster) against autossh (-M 0,
-ServerAlive-based: the anchor) and a plain `ssh -N -L` (no recovery), in the same run, all three with the same
+ServerAlive-based: the anchor), a plain `ssh -N -L` (no recovery), and devenv with its network watch off
+(devenv-nowatch: the back-off alone, the baseline of remote.network_watch), in the same run, all three with the same
 keepalive (ServerAliveInterval 5, ServerAliveCountMax 3, devenv's default for its masters).
 
 The host: a private sshd in a network namespace behind a veth link (tests/netns_link.py), taken down for the
@@ -9,6 +10,8 @@ outage and up again; each holder forwards a local port to the sshd itself, so an
   long outage   longer than the keepalive's give-up (15-20 s): the link is declared dead, each holder must
                 log in again; recovery = link up -> the local port answers
   short outage  shorter than that: the old connection survives and TCP retransmission carries it
+  drop outage   as long as the long one, but the link stays up and every packet is dropped (iptables DROP in
+                the host's namespace): no link or route change for remote.network_watch to see
   idle          a held tunnel doing nothing: CPU seconds and context switches (wakeups) of the holder's
                 processes (devenv: python + ssh master; autossh: autossh + ssh; ssh)
 Run as root (ip netns, sshd):
@@ -57,7 +60,7 @@ def reopen(forwards):
     return open_tunnel(host, None, forwards, ready_timeout=5.0)
 
 tunnel = open_tunnel(host, None, [Forward("ssh", "127.0.0.1", int(sys.argv[1]), int(sys.argv[2]))])
-HeldTunnel(host.name, tunnel, reopen, lambda line: print(line, flush=True)).hold()
+HeldTunnel(host.name, tunnel, reopen, lambda line: print(line, flush=True), watch_network=sys.argv[3] == "1").hold()
 """
 
 
@@ -104,8 +107,9 @@ class Setup:
                 "-L", f"127.0.0.1:{local}:127.0.0.1:{self.server.port}", f"root@{self.link.there}"]
 
     def start(self, mode: str, local: int) -> subprocess.Popen:
-        if mode == "devenv":
-            argv = [sys.executable, "-c", DEVENV_HOLDER, str(self.server.port), str(local)]
+        if mode.startswith("devenv"):   # devenv-nowatch: the back-off alone, as before remote.network_watch
+            argv = [sys.executable, "-c", DEVENV_HOLDER, str(self.server.port), str(local),
+                    "0" if mode == "devenv-nowatch" else "1"]
         elif mode == "autossh":
             argv = ["autossh", "-M", "0", *self.ssh_argv(local)]
         else:
@@ -132,8 +136,10 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def outage(setup: Setup, mode: str, seconds: float) -> dict[str, float | None]:
-    """One outage of `seconds`: (time the holder said the link was dead, time to answer after link up)."""
+def outage(setup: Setup, mode: str, seconds: float, cut: str = "link") -> dict[str, float | None]:
+    """One outage of `seconds`: (time the holder said the link was dead, time to answer after the network is
+    back). cut: "link" (the veth taken down and up) or "drop" (the link up, every packet dropped by iptables
+    in the host's namespace, then let through)."""
     local = free_port()
     proc = setup.start(mode, local)
     lines: list[tuple[float, str]] = []
@@ -143,9 +149,9 @@ def outage(setup: Setup, mode: str, seconds: float) -> dict[str, float | None]:
         if wait_answer(local, 30) is None:
             raise RuntimeError(f"{mode} never answered: {[line for _, line in lines]}")
         down_at = time.monotonic()
-        setup.link.down()
+        setup.link.down() if cut == "link" else setup.link.drop()
         time.sleep(seconds)
-        setup.link.up()
+        setup.link.up() if cut == "link" else setup.link.undrop()
         recovered = wait_answer(local, 30)   # past that: counted as no recovery
         detected = next((t - down_at for t, line in lines if "dropped" in line), None)
         return {"recovery_s": recovered, "detected_s": detected}
@@ -216,7 +222,7 @@ def main() -> None:
     parser.add_argument("--idle", type=float, default=60.0)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    modes = ["devenv", "autossh", "ssh"] if shutil.which("autossh") else ["devenv", "ssh"]
+    modes = ["devenv", "devenv-nowatch", *(["autossh"] if shutil.which("autossh") else []), "ssh"]
     results: dict[str, dict[str, object]] = {}
     with tempfile.TemporaryDirectory() as tmp, NetnsLink() as link:
         work = Path(tmp)
@@ -225,8 +231,9 @@ def main() -> None:
             setup = Setup(work, link, server, key.path)
             for mode in modes:
                 row: dict[str, object] = {}
-                for name, seconds in (("long", args.outage), ("short", args.short)):
-                    runs = [outage(setup, mode, seconds) for _ in range(args.repeat)]
+                for name, seconds, cut in (("long", args.outage, "link"), ("short", args.short, "link"),
+                                           ("drop", args.outage, "drop")):
+                    runs = [outage(setup, mode, seconds, cut) for _ in range(args.repeat)]
                     row[f"{name}_recovery_s"] = [r["recovery_s"] for r in runs]
                     row[f"{name}_recovery_median_s"] = median([r["recovery_s"] for r in runs])
                     row[f"{name}_detected_s"] = [r["detected_s"] for r in runs]
@@ -239,11 +246,13 @@ def main() -> None:
         print(json.dumps(report))
         return
     print(f"{report['machine']}; outages {args.outage:g} s and {args.short:g} s, {args.repeat} runs each")
-    print("| holder | recovery after a long outage (median, runs) | after a short one | idle CPU ms/min | wakeups/s |")
-    print("|---|---|---|---|---|")
+    print("| holder | recovery after a long outage (median, runs) | after a short one | after a long DROP | "
+          "idle CPU ms/min | wakeups/s |")
+    print("|---|---|---|---|---|---|")
     for mode, row in results.items():
         print(f"| {mode} | {row['long_recovery_median_s']} {row['long_recovery_s']} | "
-              f"{row['short_recovery_median_s']} {row['short_recovery_s']} | {row['cpu_ms_per_min']} | "
+              f"{row['short_recovery_median_s']} {row['short_recovery_s']} | "
+              f"{row['drop_recovery_median_s']} {row['drop_recovery_s']} | {row['cpu_ms_per_min']} | "
               f"{row['wakeups_per_s']} |")
 
 

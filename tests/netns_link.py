@@ -5,7 +5,7 @@ that link. Needs root (ip netns); everything is removed at exit.
 
     with NetnsLink() as link, NetnsSSHD(tmp / "sshd", link, authorized_keys=[key.public]) as server:
         ...  # ssh root@{link.there} -p {server.port}
-        link.down(); link.up()
+        link.down(); link.up()      # or link.drop(); link.undrop(): link up, every packet dropped
 """
 
 from __future__ import annotations
@@ -51,6 +51,20 @@ class NetnsLink:
 
     def up(self) -> None:
         ip("link", "set", self.outer, "up")
+
+    # The other way a network goes: the link stays up, every packet is lost (a captive portal, a dead Wi-Fi
+    # access point, a firewall). iptables DROP rules inside the namespace only: no other traffic is touched.
+    _DROP = (("INPUT", "-j", "DROP"), ("OUTPUT", "-j", "DROP"))
+
+    def drop(self) -> None:
+        for rule in self._DROP:
+            subprocess.run(["ip", "netns", "exec", self.netns, "iptables", "-w", "-A", *rule], check=True,
+                           capture_output=True, timeout=30)
+
+    def undrop(self) -> None:
+        for rule in self._DROP:
+            subprocess.run(["ip", "netns", "exec", self.netns, "iptables", "-w", "-D", *rule], check=True,
+                           capture_output=True, timeout=30)
 
     def __exit__(self, *exc: object) -> None:
         subprocess.run(["ip", "link", "del", self.outer], capture_output=True, timeout=30)

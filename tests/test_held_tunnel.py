@@ -112,3 +112,29 @@ def test_held_in_the_background_it_stays_alive_while_reconnecting_and_close_ends
     assert held.forwards == [Forward("jupyter", 8888)] and held.kind == "openssh"
     held.close()
     assert not held.alive() and first.closed
+
+
+def test_tunnels_held_together_reopen_each_with_its_forwards_and_a_failed_part_closes_the_rest():
+    from devenv.services.held_tunnel import Together, reopen_together
+
+    jupyter, ports = [Forward("jupyter", 8888)], [Forward("port 6006", 6006), Forward("port 8080", 8080)]
+    together = Together([Tunnel(jupyter, 5), Tunnel(ports, 0)])
+    assert together.forwards == jupyter + ports
+    assert not together.alive()   # one part dead: all are reopened
+    got: list[list[Forward]] = []
+    opened: list[Tunnel] = []
+
+    def part(fail: bool):
+        def reopen(forwards):
+            got.append(forwards)
+            if fail:
+                raise ConnectError("refused")
+            opened.append(Tunnel(forwards, 99))
+            return opened[-1]
+        return reopen
+
+    again = reopen_together([(1, part(False)), (2, part(False))])(together.forwards)
+    assert got == [jupyter, ports] and again.forwards == jupyter + ports and again.alive()
+    with pytest.raises(ConnectError):
+        reopen_together([(1, part(False)), (2, part(True))])(together.forwards)
+    assert opened[-1].closed   # the Jupyter part opened before the failure is not left open

@@ -55,3 +55,23 @@ def test_s_runs_the_real_sanity_program_with_live_progress(local_torch):
     assert seen[0] == ("started", 0.0) and seen[-2][1] == 1.0, "progress reaches the last step"
     assert any(text.startswith("  matmul_fp32: ") for text, _ in seen)
     assert services.last_verdict("local").startswith("NO-GPU (20"), "the run is saved like `devenv sanity` does"
+
+
+def test_tunnel_lines_reach_the_app_with_a_long_outage_s_attempts_thinned():
+    from devenv.services.monitor_wiring import TunnelLines
+
+    now = [0.0]
+    lines = TunnelLines(every=10.0, clock=lambda: now[0])
+    got: list[tuple[str, str, bool]] = []
+    lines.say("gpu1", "before anyone listens")
+    lines.watch(lambda host, line, trouble: got.append((host, line, trouble)))
+    lines.say("gpu1", "the tunnel to gpu1 dropped; reconnecting (local ports 8888 kept)")
+    for attempt in range(1, 12):   # one a second: the first, then one each 10 s
+        now[0] = float(attempt)
+        lines.say("gpu1", f"reconnecting to gpu1 (attempt {attempt}, {attempt} s): refused; next try in 1 s")
+    lines.say("gpu1", "reconnected to gpu1 after 12.0 s (attempt 12); the same local ports answer again")
+    assert [(line.split(" (")[0] if "attempt" in line else line.split(";")[0], trouble)
+            for _, line, trouble in got] == [
+        ("the tunnel to gpu1 dropped", True), ("reconnecting to gpu1", True), ("reconnecting to gpu1", True),
+        ("reconnected to gpu1 after 12.0 s", False)]
+    assert "(attempt 11," in got[2][1]

@@ -133,7 +133,14 @@ def up(host: str, env: str | None, accept_new_host: bool, detach: bool, assume_y
         if tunnel is not None:
             from devenv.cli.jupyter_cmd import reopen_jupyter
 
-            hold(tunnel, host, reopen_jupyter(session, url), session.jupyter_moved)
+            reopen = reopen_jupyter(session, url)
+            if ports is not None:   # forwardPorts held beside Jupyter: a dropped link reopens them all
+                from devenv.services.held_tunnel import Together, reopen_together
+
+                reopen = reopen_together([(len(tunnel.forwards), reopen),
+                                          (len(ports.forwards), session.reopen_forwards)])
+                tunnel, ports = Together([tunnel, ports]), None
+            hold(tunnel, host, reopen, session.jupyter_moved)
     finally:
         if ports is not None:
             ports.close()

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from devenv.errors import DevenvError
+from devenv.remote.network_watch import NetworkWatch, open_watch
 
 
 class Tunnel(Protocol):
@@ -79,6 +80,9 @@ class HeldTunnel:
     # backend, and a far end that moved (or is gone) is reopened (found again) as a dead link is.
     moved: Moved | None = None
     probe_every: float = 15.0
+    # while reconnecting, a change of this machine's network (rtnetlink) cuts the back-off's wait short
+    watch_network: bool = True
+    network_floor: float = 0.25
     _wake: tuple[int, int] = field(init=False, default=(-1, -1), repr=False)
 
     def hold(self) -> None:
@@ -152,23 +156,55 @@ class HeldTunnel:
         self.say(f"the tunnel to {self.host} dropped; reconnecting (local ports "
                  f"{', '.join(str(f.local_port) for f in forwards)} kept)")
         attempt = 0
+        watch = open_watch() if self.watch_network else None
+        try:
+            while not self.stopped.is_set():
+                attempt += 1
+                tried = time.monotonic()
+                try:
+                    self.tunnel = self.reopen(forwards)
+                except (DevenvError, OSError, subprocess.SubprocessError) as e:
+                    why = e.message if isinstance(e, DevenvError) else str(e) or type(e).__name__
+                    down = time.monotonic() - started
+                    delay = self.backoff.delay(attempt, down)
+                    self.say(f"reconnecting to {self.host} (attempt {attempt}, {down:.0f} s): "
+                             f"{_first_line(why)}; next try in {delay:g} s")
+                    if self._pause(delay, watch, tried):
+                        self.say(f"the network changed: trying {self.host} again now")
+                    continue
+                self.reconnects += 1
+                self.state, self.down_since = "open", None
+                self.say(f"reconnected to {self.host} after {time.monotonic() - started:.1f} s "
+                         f"(attempt {attempt}); the same local ports answer again")
+                return
+        finally:
+            if watch is not None:
+                watch.close()
+
+    def _pause(self, delay: float, watch: NetworkWatch | None, tried: float) -> bool:
+        """The back-off's wait before the next attempt, cut short by stop() or by a change of this machine's
+        network (a link up, an address or route added: remote.network_watch); whether the network changed.
+        Never a busy loop: a change retries at once only when the last attempt began network_floor s ago or
+        more (a host that creates links all the time gets one attempt each network_floor s at most)."""
+        end = time.monotonic() + delay
         while not self.stopped.is_set():
-            attempt += 1
-            try:
-                self.tunnel = self.reopen(forwards)
-            except (DevenvError, OSError, subprocess.SubprocessError) as e:
-                why = e.message if isinstance(e, DevenvError) else str(e) or type(e).__name__
-                down = time.monotonic() - started
-                delay = self.backoff.delay(attempt, down)
-                self.say(f"reconnecting to {self.host} (attempt {attempt}, {down:.0f} s): {_first_line(why)}; "
-                         f"next try in {delay:g} s")
-                self.stopped.wait(delay)
+            left = end - time.monotonic()
+            if left <= 0:
+                return False
+            if watch is None:
+                self.stopped.wait(left)
                 continue
-            self.reconnects += 1
-            self.state, self.down_since = "open", None
-            self.say(f"reconnected to {self.host} after {time.monotonic() - started:.1f} s "
-                     f"(attempt {attempt}); the same local ports answer again")
-            return
+            try:
+                ready, _, _ = select.select([watch.fileno(), self._wake[0]], [], [], left)
+            except (OSError, ValueError):
+                self.stopped.wait(left)
+                continue
+            if watch.fileno() in ready and watch.changed():
+                soonest = tried + self.network_floor
+                if time.monotonic() < soonest:
+                    self.stopped.wait(soonest - time.monotonic())
+                return True
+        return False
 
 
 def refuses(port: int, wait: float = 2.0) -> bool:
@@ -220,3 +256,64 @@ class HeldInBackground:
     def close(self) -> None:
         self.held.stop()
         self._thread.join(10)
+
+
+class Together:
+    """Several tunnels held as one by one HeldTunnel (`up`'s Jupyter tunnel and a devcontainer's forwardPorts):
+    its forwards are theirs in order, it is alive while all are, and a death of any reopens all (reopen_together).
+    The first is the one the held tunnel probes (Jupyter's forward first)."""
+
+    def __init__(self, parts: list[Tunnel]):
+        self.parts = parts
+
+    @property
+    def kind(self) -> str:
+        return self.parts[0].kind
+
+    @property
+    def forwards(self) -> list[Any]:
+        return [f for part in self.parts for f in part.forwards]
+
+    @property
+    def ended(self) -> str | None:
+        return next((e for part in self.parts if (e := getattr(part, "ended", None))), None)
+
+    @property
+    def probe_is_cheap(self) -> bool:
+        return bool(getattr(self.parts[0], "probe_is_cheap", True))
+
+    def alive(self) -> bool:
+        return all(part.alive() for part in self.parts)
+
+    def exit_fd(self) -> int | None:
+        """One descriptor readable when any part dies, where all parts share it (one OpenSSH master); else None
+        (looked at every check_every s)."""
+        fds = set()
+        for part in self.parts:
+            exit_fd = getattr(part, "exit_fd", None)
+            fds.add(exit_fd() if exit_fd is not None else None)
+        return fds.pop() if len(fds) == 1 else None
+
+    def close(self) -> None:
+        for part in self.parts:
+            part.close()
+
+
+def reopen_together(parts: list[tuple[int, Reopen]]) -> Reopen:
+    """How a Together is opened again: each part's reopen (count: how many of the forwards are its, in order)
+    gets its forwards; a part that fails closes the ones opened before it, and the attempt fails as it did."""
+
+    def reopen(forwards: list[Any]) -> Tunnel:
+        opened: list[Tunnel] = []
+        start = 0
+        try:
+            for count, part in parts:
+                opened.append(part(forwards[start:start + count]))
+                start += count
+        except BaseException:
+            for tunnel in opened:
+                tunnel.close()
+            raise
+        return Together(opened)
+
+    return reopen

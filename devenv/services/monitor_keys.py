@@ -30,6 +30,9 @@ class MonitorServices:
     close: Callable[[], None] | None = None  # called once at quit (closes tunnels the keys opened)
     # the hosts that came and went since the last call (a Slurm cluster's jobs), asked every FOLLOW_EVERY_S
     follow_hosts: Callable[[], HostChanges] | None = None
+    # watch_tunnels(listener): the app's listener gets (host, line, trouble) for what a tunnel the keys hold
+    # says as it drops and reconnects (called on the holder's thread); trouble: dropped/reconnecting, not back
+    watch_tunnels: Callable[[Callable[[str, str, bool], None]], None] | None = None
 
 
 @dataclass(frozen=True)

@@ -67,6 +67,7 @@ def services_for(host_profiles: dict[str, HostProfile], accept_new_host: bool = 
     from devenv.services.monitor_jupyter import TunnelOwner, open_link
 
     owner = TunnelOwner()  # the app's tunnels live on its thread until quit (see monitor_jupyter)
+    said = TunnelLines()   # what the held tunnels say, for the app's listener (a notification each)
 
     def open_jupyter(name: str) -> JupyterLink:
         from devenv.services import jupyter
@@ -79,7 +80,7 @@ def services_for(host_profiles: dict[str, HostProfile], accept_new_host: bool = 
             opened = s.open_jupyter(access)[1]
             if opened is None:   # only this machine needs none, and it is not asked to open one
                 raise DevenvError(f"internal: no tunnel to {name}'s Jupyter", "report this bug")
-            return held_in_background(s, name, opened)
+            return held_in_background(s, name, opened, said)
 
         return open_link(owner, name, s.env.name, lambda: (access.port, access.token), None if local else tunnel,
                          url_of=jupyter.lab_url)
@@ -107,7 +108,7 @@ def services_for(host_profiles: dict[str, HostProfile], accept_new_host: bool = 
 
     services = MonitorServices(env_state=env_state, follow_logs=follow_logs, up=up, down=down,
                                open_jupyter=open_jupyter, open_browser=open_browser, env_of=env_name, kill=kill,
-                               close=close)
+                               close=close, watch_tunnels=said.watch)
     try:
         from devenv.services import sanity, sanity_history
     except ImportError:
@@ -170,14 +171,48 @@ def _sanity_progress(event: dict[str, Any], progress: Progress) -> None:
         progress("started", 0.0)
 
 
-def held_in_background(session: EnvSession, host: str, tunnel: Tunnel) -> Tunnel:
-    """The monitor's Jupyter tunnel, held on a thread that reopens it as `devenv jupyter` does (same local
-    port, Jupyter found again); its status lines go to devenv's log (`--debug-log`)."""
-    import logging
+class TunnelLines:
+    """The status lines of the tunnels the monitor's keys hold, passed to the app's listener (set by
+    watch()) as (host, line, trouble) and to devenv's log (`--debug-log`). A long outage says "reconnecting
+    (attempt N, T s)" every few seconds: the listener gets the first attempt's line and then at most one
+    every `every` s a host; "dropped", "reconnected" and every other line always."""
 
+    def __init__(self, every: float = 10.0, clock: Callable[[], float] | None = None) -> None:
+        import logging
+        import threading
+        import time
+
+        self.every = every
+        self._clock = clock or time.monotonic
+        self._listener: Callable[[str, str, bool], None] | None = None
+        self._last_attempt: dict[str, float] = {}
+        self._lock = threading.Lock()
+        self._log = logging.getLogger("devenv.tunnels")
+
+    def watch(self, listener: Callable[[str, str, bool], None]) -> None:
+        self._listener = listener
+
+    def say(self, host: str, line: str) -> None:
+        self._log.warning(line)
+        trouble = not line.startswith("reconnected")
+        with self._lock:
+            if line.startswith(f"reconnecting to {host} (attempt"):
+                now, last = self._clock(), self._last_attempt.get(host)
+                if last is not None and now - last < self.every and "(attempt 1," not in line:
+                    return
+                self._last_attempt[host] = now
+            else:
+                self._last_attempt.pop(host, None)
+        if self._listener is not None:
+            self._listener(host, line, trouble)
+
+
+def held_in_background(session: EnvSession, host: str, tunnel: Tunnel, said: TunnelLines | None = None) -> Tunnel:
+    """The monitor's Jupyter tunnel, held on a thread that reopens it as `devenv jupyter` does (same local
+    port, Jupyter found again); its status lines go to `said` (the app's notifications and devenv's log)."""
     from devenv.services.held_tunnel import HeldInBackground, HeldTunnel
 
-    log = logging.getLogger("devenv.tunnels")
+    said = said or TunnelLines()
 
     def reopen(forwards: list[Any]) -> Tunnel:
         opened = session.reopen_jupyter(forwards[0].local_port)[1]
@@ -185,4 +220,5 @@ def held_in_background(session: EnvSession, host: str, tunnel: Tunnel) -> Tunnel
             raise DevenvError(f"internal: no tunnel to {host}'s Jupyter", "report this bug")
         return opened
 
-    return HeldInBackground(HeldTunnel(host, tunnel, reopen, log.warning, moved=session.jupyter_moved))
+    return HeldInBackground(HeldTunnel(host, tunnel, reopen, lambda line: said.say(host, line),
+                                       moved=session.jupyter_moved))

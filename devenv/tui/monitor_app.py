@@ -67,6 +67,14 @@ class LogLine(Message):
         self.host, self.line = host, line
 
 
+class TunnelSaid(Message):
+    """A line of a tunnel the keys hold (dropped, reconnecting, reconnected): a notification."""
+
+    def __init__(self, host: str, line: str, trouble: bool) -> None:
+        super().__init__()
+        self.host, self.line, self.trouble = host, line, trouble
+
+
 class ActionFinished(Message):
     def __init__(self, host: str, action: str, ok: bool, text: str, result: object = None) -> None:
         super().__init__()
@@ -246,6 +254,8 @@ class MonitorApp(App[None]):
         for host in self.hosts:
             self.samplers[host] = self.sampler_factory(host)
             self.samplers[host].start()
+        if self.services.watch_tunnels:   # post_message is thread-safe: the lines come from holder threads
+            self.services.watch_tunnels(self._tunnel_said)
         self._watch()
         self._extras()
         self._follow()
@@ -463,6 +473,13 @@ class MonitorApp(App[None]):
         self.notify(message.text, title=title, severity="information" if message.ok else "error",
                     timeout=30 if message.action == "jupyter" else 8, markup=False)
         return None
+
+    def _tunnel_said(self, host: str, line: str, trouble: bool) -> None:
+        self.post_message(TunnelSaid(host, line, trouble))
+
+    def on_tunnel_said(self, message: TunnelSaid) -> None:
+        self.notify(message.line, title=f"tunnel to {message.host}", markup=False, timeout=8 if message.trouble else 5,
+                    severity="warning" if message.trouble else "information")
 
     def on_sanity_progress(self, message: SanityProgress) -> None:
         if isinstance(self.screen, SanityScreen) and self.screen.host == message.host:

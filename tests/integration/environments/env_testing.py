@@ -100,9 +100,11 @@ class EnvUnderTest:
                                  f"stdout:\n{done.stdout}\nstderr:\n{done.stderr}")
         return done
 
-    def popen(self, *args: str, stdin: int | None = None) -> subprocess.Popen:
+    def popen(self, *args: str, stdin: int | None = None, new_session: bool = False) -> subprocess.Popen:
+        """devenv running; new_session: in a process group (and session) of its own, as a terminal's job is."""
         return subprocess.Popen([sys.executable, "-m", "devenv", *args], stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True, env=self.environ, cwd=REPO, stdin=stdin)
+                                stderr=subprocess.PIPE, text=True, env=self.environ, cwd=REPO, stdin=stdin,
+                                start_new_session=new_session)
 
     def containers(self) -> list[str]:
         out = docker("ps", "-a", "--filter", f"label=org.devenv.env={self.name}", "--format", "{{.Names}}").stdout
@@ -184,6 +186,22 @@ def read_url(proc: subprocess.Popen, timeout: float = 60) -> str:
         proc.kill()
         raise AssertionError(f"no URL after {time.monotonic() - start:.1f}s: {line!r}\n{proc.stderr.read()}")
     return line
+
+
+def held_masters() -> list[int]:
+    """The pids of the OpenSSH ControlMasters devenv's tunnels hold (their -S socket under the control dir)."""
+    from devenv.remote.tunnels import control_dir_path
+
+    control = str(control_dir_path()).encode()
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            argv = cmdline.read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"-M" in argv and any(arg.startswith(control) for arg in argv):
+            found.append(int(cmdline.parent.name))
+    return found
 
 
 def processes_mentioning(text: str) -> list[str]:
