@@ -302,22 +302,39 @@ APPS_BEGIN, APPS_END = "@apps", "@end"
 
 @dataclass(frozen=True)
 class HostStats:
-    """The host line: load, CPUs, memory, the disk that holds the workspaces; any field may be None (NA).
-    cpu_pct needs two frames (it is the busy share of the jiffies between them), so the sampler fills it in."""
+    """The host line: load, CPUs, memory, swap, the disk that holds the workspaces; any field may be None (NA).
+    cpu_pct needs two readings of /proc/stat: a one-shot frame reads it twice (at its start and its end), a
+    streamed frame once, and the sampler fills cpu_pct in from two frames."""
 
     load1: float | None = None
     ncpu: int | None = None
     mem_total_kib: int | None = None
     mem_available_kib: int | None = None
+    swap_total_kib: int | None = None
+    swap_free_kib: int | None = None
     disk_total_kib: int | None = None
     disk_used_kib: int | None = None
     disk_mount: str | None = None
     cpu_jiffies: tuple[int, ...] = ()
     cpu_pct: float | None = None
 
+    @property
+    def mem_used_kib(self) -> int | None:
+        """Used as free(1) and nvitop count it: total less what is available (page cache is available)."""
+        if self.mem_total_kib is None or self.mem_available_kib is None:
+            return None
+        return max(0, self.mem_total_kib - self.mem_available_kib)
+
+    @property
+    def swap_used_kib(self) -> int | None:
+        if self.swap_total_kib is None or self.swap_free_kib is None:
+            return None
+        return max(0, self.swap_total_kib - self.swap_free_kib)
+
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data.pop("cpu_jiffies")
+        data["mem_used_kib"], data["swap_used_kib"] = self.mem_used_kib, self.swap_used_kib
         return data
 
 
@@ -407,12 +424,15 @@ def _host_line(line: str, stats: dict[str, Any]) -> None:
         if len(words) > 3:
             stats["ncpu"] = _int(words[3])
     elif head == "@mem" and len(words) >= 2:
-        key = {"MemTotal:": "mem_total_kib", "MemAvailable:": "mem_available_kib"}.get(words[0])
+        key = {"MemTotal:": "mem_total_kib", "MemAvailable:": "mem_available_kib",
+               "SwapTotal:": "swap_total_kib", "SwapFree:": "swap_free_kib"}.get(words[0])
         if key:
             stats[key] = _int(words[1])
     elif head == "@cpu":
-        jiffies = [_int(w) for w in words]
-        stats["cpu_jiffies"] = tuple(j for j in jiffies if j is not None)
+        jiffies = tuple(j for j in (_int(w) for w in words) if j is not None)
+        if "cpu_jiffies" in stats:  # a second reading in the same frame (a one-shot look): the busy share between
+            stats["cpu_pct"] = cpu_busy_pct(stats["cpu_jiffies"], jiffies)
+        stats["cpu_jiffies"] = jiffies
     elif head == "@disk" and len(words) >= 4:
         stats["disk_total_kib"], stats["disk_used_kib"] = _int(words[0]), _int(words[1])
         stats["disk_mount"] = " ".join(words[3:])

@@ -284,28 +284,19 @@ def process_table(snap: HostSnapshot, now: float, width: int = 120, sort: str = 
 
 
 def host_line(snap: HostSnapshot) -> Text | None:
-    """CPU, memory, load and the disk that holds the workspaces, nvitop-style, coloured by the same levels."""
+    """CPU, load, RAM, swap and the disk that holds the workspaces, nvitop-style, coloured by the same levels
+    (also for a host without a GPU); the parts are format.host_parts, as `monitor --once` prints them."""
     h = snap.host_stats
     if h is None:
         return None
     style = STALE if is_stale(snap) else None
-    text = Text("  CPU ", "bright_black")
-    text.append(fmt.num(h.cpu_pct, unit=" %"), style or _level_style(h.cpu_pct, 10, 75))
-    if h.ncpu:
-        text.append(f" of {h.ncpu}", "bright_black")
-    mem_pct = None
-    if h.mem_total_kib and h.mem_available_kib is not None:
-        mem_pct = 100 * (h.mem_total_kib - h.mem_available_kib) / h.mem_total_kib
-        used = (h.mem_total_kib - h.mem_available_kib) / 1024 ** 2
-        text.append("  RAM ", "bright_black")
-        text.append(f"{used:.0f} / {h.mem_total_kib / 1024 ** 2:.0f} GiB", style or _level_style(mem_pct, 10, 80))
-    text.append("  load ", "bright_black")
-    text.append(fmt.num(h.load1, "{:.2f}"), style or "")
-    if h.disk_total_kib and h.disk_used_kib is not None:
-        disk_pct = 100 * h.disk_used_kib / h.disk_total_kib
-        text.append(f"  disk {h.disk_mount or ''} ", "bright_black")
-        text.append(f"{h.disk_used_kib / 1024 ** 2:.0f} / {h.disk_total_kib / 1024 ** 2:.0f} GiB",
-                    style or _level_style(disk_pct, 80, 95))
+    levels = {"CPU": (10, 75), "RAM": (10, 80), "swap": (10, 50)}
+    text = Text("  ")
+    for i, (label, value, pct) in enumerate(fmt.host_parts(h)):
+        text.append(("  " if i else "") + label + " ", "bright_black")
+        moderate, heavy = levels.get(label, (80, 95))  # the disk: only a nearly full one is a warning
+        text.append(value, style or ("" if label == "load" else _level_style(pct, moderate, heavy)
+                                     if pct is not None or value == fmt.NA else "bright_black"))
     text.no_wrap, text.overflow = True, "ellipsis"
     return text
 
