@@ -293,7 +293,7 @@ def test_host_line_of_a_recorded_frame_and_its_swap():
     host = next(read_apps_frames(iter(lines))).host
     assert (host.load1, host.ncpu, host.mem_total_kib, host.mem_available_kib) == (0.23, 16, 131961788, 130397776)
     assert host.swap_total_kib is None and host.cpu_pct is None  # one reading of /proc/stat: CPU % needs two
-    assert host_summary(host) == "CPU - of 16  load 0.23  RAM 1.5 / 126 GiB  swap - / - GiB  disk / 16 / 252 GiB"
+    assert host_summary(host) == "CPU - of 16  load 0.23  RAM 1.5 / 126 GiB  swap -  disk / 16 / 252 GiB"
     at = lines.index("@cpu 1327 0 812 55214 388 0 42 29 0 0")
     swapped = [*lines[:at], "@mem SwapTotal: 8388604", "@mem SwapFree: 7340028", *lines[at:]]
     host = next(read_apps_frames(iter(swapped))).host

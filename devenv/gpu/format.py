@@ -98,7 +98,8 @@ def host_parts(h: HostStats) -> list[tuple[str, str, float | None]]:
     """The host line's parts, in order, as (label, value, percent used or None): CPU, load, RAM, swap, disk.
     An NA value shows as "-"; a host without swap says "none" (not 0 / 0)."""
     cpu = num(h.cpu_pct, unit=" %") + (f" of {h.ncpu}" if h.ncpu else "")
-    swap = ("none" if h.swap_total_kib == 0 else used_of(h.swap_used_kib, h.swap_total_kib))
+    swap = ("none" if h.swap_total_kib == 0 else NA if h.swap_total_kib is None
+            else used_of(h.swap_used_kib, h.swap_total_kib))
     parts = [("CPU", cpu, h.cpu_pct), ("load", num(h.load1, "{:.2f}"), None),
              ("RAM", used_of(h.mem_used_kib, h.mem_total_kib), pct_of(h.mem_used_kib, h.mem_total_kib)),
              ("swap", swap, pct_of(h.swap_used_kib, h.swap_total_kib))]

@@ -275,7 +275,7 @@ def _sample_once(conn: Connection, nvidia_smi: str, timeout: float, clock: Calla
         frames = list(read_apps_frames(iter(result.stdout.splitlines())))
         if frames:
             processes, apps_error = _named(conn, frames[-1].processes, {}), frames[-1].error
-            processes = with_sm(processes, frames[-1].sm, {g.uuid: g.index for g in gpus})
+            processes = with_sm(processes, frames[-1].sm, {g.uuid: g.index for g in gpus}, frames[-1].membw)
             login_user, host_stats, sm_error = frames[-1].me, frames[-1].host, frames[-1].sm_error
     except DevenvError as e:
         apps_error = e.message
@@ -465,7 +465,7 @@ class HostSampler:
                         processes = _named(conn, frame.processes, self._names)
                         with self._changed:
                             index_of = {g.uuid: g.index for g in self._latest.values()}
-                            self._processes = with_sm(processes, frame.sm, index_of)
+                            self._processes = with_sm(processes, frame.sm, index_of, frame.membw)
                             self._processes_error, self._sm_error = frame.error, frame.sm_error
                             self._login_user = frame.me or self._login_user
                             if frame.host is not None:
