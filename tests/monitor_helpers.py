@@ -18,9 +18,9 @@ from sshd_fixture import SSHD
 
 from devenv.config import paths
 from devenv.config.profiles import SSHTarget
-from devenv.gpu.sample import Gap, GpuSample, ProcessSample, parse_gpu_line, parse_pmon
+from devenv.gpu.sample import Gap, GpuSample, HostStats, ProcessSample, cpu_busy_pct, parse_gpu_line, parse_pmon
 from devenv.remote.ssh import SSHConnection
-from devenv.services.monitor import HostSnapshot
+from devenv.services.monitor import HostSnapshot, read_apps_frames
 
 TESTS = Path(__file__).resolve().parent
 REPLAY_DIR = TESTS / "replay"
@@ -40,6 +40,30 @@ def recorded_gpu(k: int, row: str, t: float) -> GpuSample:
     if k:
         sample = replace(sample, index=k, uuid=sample.uuid[:-2] + f"{k:02x}", pci_bus_id=f"00000000:00:{6 + k:02X}.0")
     return sample
+
+
+def recorded_membw() -> list[int]:
+    """Memory bandwidth % (pmon's `mem`) of the same heavy load in the same recording, 3 samples."""
+    rows = [line.split() for line in PMON_RECORDING.read_text().splitlines()]
+    return [int(r[4]) for r in rows if len(r) > 4 and r[1] == "480"]
+
+
+def recorded_host_stats() -> HostStats:
+    """The H200's host line: the process loop's first two frames as run there (tests/fixtures/pmon/loop_frames.txt),
+    CPU % from their /proc/stat readings. That loop did not read swap yet: swap stays NA."""
+    frames = list(read_apps_frames(iter((TESTS / "fixtures" / "pmon" / "loop_frames.txt").read_text().splitlines())))
+    first, second = frames[0].host, frames[1].host
+    assert first is not None and second is not None
+    return replace(second, cpu_pct=cpu_busy_pct(first.cpu_jiffies, second.cpu_jiffies))
+
+
+def host_stats_of_testbox() -> HostStats:
+    """The test host's (no GPU) host line, one look recorded over ssh
+    (tests/fixtures/monitor/testbox_nogpu_frame.txt)."""
+    lines = (TESTS / "fixtures" / "monitor" / "testbox_nogpu_frame.txt").read_text().splitlines()
+    [frame] = read_apps_frames(iter(lines))
+    assert frame.host is not None
+    return frame.host
 
 
 def recorded_sm() -> list[int]:
@@ -72,14 +96,15 @@ def recorded_snapshot(host: str = "h200-box", n_gpus: int = 8, *, gap: bool = Tr
     gpus = tuple(latest[k] for k in range(n_gpus))
     busy = [g for g in gpus if g.mem_used_mib]
     sm = recorded_sm()  # each busy GPU's one process gets the recorded heavy load's SM % in turn (99, 77, 88)
+    membw = recorded_membw()  # and the memory bandwidth % of the same pmon row (22, 17, 19)
     processes = tuple(
         ProcessSample(4242 + (g.index % 2), "/opt/torch/.venv/bin/python3", g.mem_used_mib, g.uuid,
                       "alice" if g.index % 2 else "root", "devenv-cuda" if g.index % 2 else None,
-                      sm_pct=sm[i % len(sm)])
+                      sm_pct=sm[i % len(sm)], membw_pct=membw[i % len(membw)])
         for i, g in enumerate(busy))
     return HostSnapshot(host, state, now, gpus=gpus, history=history, processes=processes,
                         processes_t=now - 2, gaps=(the_gap,) if gap else (), last_sample_t=now - 0.4,
-                        samples=len(rows) * n_gpus, reconnects=1 if gap else 0)
+                        samples=len(rows) * n_gpus, reconnects=1 if gap else 0, host_stats=recorded_host_stats())
 
 
 class FixedSampler:

@@ -43,8 +43,9 @@ def test_once_prints_a_gpustat_like_table(replay_on_path):
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
     assert lines[0].startswith("local  ok  driver 580.159.04  20")
-    assert lines[1].startswith("  [0] NVIDIA H200 |") and lines[2].startswith("  [1] NVIDIA H200 |")
-    assert " / 143771 MiB" in lines[1] and " / 700 W" in lines[1] and "ECC 0" in lines[1]
+    assert lines[1].startswith("  host: CPU ") and f"% of {os.cpu_count()}  load " in lines[1]
+    assert lines[2].startswith("  [0] NVIDIA H200 |") and lines[3].startswith("  [1] NVIDIA H200 |")
+    assert " / 143771 MiB" in lines[2] and " / 700 W" in lines[2] and "ECC 0" in lines[2]
 
 
 def test_json_is_one_sample_per_host(replay_on_path):
@@ -58,6 +59,25 @@ def test_json_is_one_sample_per_host(replay_on_path):
     assert gpu["fan_pct"] is None, "NA stays null in JSON"
     assert isinstance(gpu["throttle_reasons"], list) and isinstance(gpu["t"], float)
     assert host["fields_missing"] == [] and host["processes_error"] is None
+    assert json.loads(result.output)["schema_version"] == 1
+
+
+def meminfo_kib() -> dict[str, int]:
+    return {k: int(v.split()[0]) for k, v in (line.split(":", 1) for line in open("/proc/meminfo"))}
+
+
+def test_json_host_line_is_this_machines(replay_on_path):
+    """The host line of `local` is this machine's /proc: memory and swap totals, CPUs, and a CPU % from the two
+    /proc/stat readings of the one look."""
+    result = CliRunner().invoke(main, ["monitor", "local", "--json"])
+    assert result.exit_code == 0, result.output
+    [host] = json.loads(result.output)["hosts"]
+    stats, mem = host["host_stats"], meminfo_kib()
+    assert stats["mem_total_kib"] == mem["MemTotal"] and stats["swap_total_kib"] == mem["SwapTotal"]
+    assert stats["mem_used_kib"] == stats["mem_total_kib"] - stats["mem_available_kib"]
+    assert stats["swap_used_kib"] == stats["swap_total_kib"] - stats["swap_free_kib"]
+    assert stats["ncpu"] == os.cpu_count() and 0 <= stats["cpu_pct"] <= 100 and stats["load1"] is not None
+    assert stats["disk_total_kib"] > stats["disk_used_kib"] > 0 and "cpu_jiffies" not in stats
 
 
 def test_host_without_a_gpu_is_reported_not_failed(monkeypatch):
@@ -65,6 +85,12 @@ def test_host_without_a_gpu_is_reported_not_failed(monkeypatch):
     result = CliRunner().invoke(main, ["monitor", "local", "--once"])
     assert result.exit_code == 0, result.output
     assert "local  no-gpu" in result.output and "nvidia-smi is not installed" in result.output
+    # no GPU, but the host line all the same
+    [line] = [line for line in result.output.splitlines() if line.startswith("  host: ")]
+    assert f"% of {os.cpu_count()}  load " in line and " GiB  swap " in line and "  disk " in line
+    data = json.loads(CliRunner().invoke(main, ["monitor", "local", "--json"]).output)
+    assert data["hosts"][0]["state"] == "no-gpu"
+    assert data["hosts"][0]["host_stats"]["mem_total_kib"] == meminfo_kib()["MemTotal"]
 
 
 def test_over_ssh_and_an_unreachable_host(tmp_path):

@@ -277,5 +277,25 @@ def test_the_process_loop_reports_this_hosts_line():
     assert host.ncpu == os.cpu_count() and host.load1 is not None
     assert host.disk_total_kib and host.disk_used_kib is not None and host.disk_mount
     assert len(host.cpu_jiffies) >= 7
+    assert host.swap_total_kib == int(meminfo["SwapTotal"].split()[0]) and host.swap_free_kib is not None
+    assert host.cpu_pct is not None and 0 <= host.cpu_pct <= 100  # one look: /proc/stat at its start and end
     assert cpu_busy_pct((0, 0, 0, 100, 0), (30, 0, 20, 150, 0)) == 50.0
     assert cpu_busy_pct((), host.cpu_jiffies) is None
+
+
+def test_host_line_of_a_recorded_frame_and_its_swap():
+    """The H200's recorded frame (tests/fixtures/pmon/loop_frames.txt, before swap was read: swap NA) and the
+    same frame with the swap lines a host with 8 GiB of swap, 1 GiB in use, prints."""
+    from devenv.gpu.format import host_summary
+    from devenv.services.monitor import read_apps_frames
+
+    lines = (Path(__file__).parent / "fixtures" / "pmon" / "loop_frames.txt").read_text().splitlines()
+    host = next(read_apps_frames(iter(lines))).host
+    assert (host.load1, host.ncpu, host.mem_total_kib, host.mem_available_kib) == (0.23, 16, 131961788, 130397776)
+    assert host.swap_total_kib is None and host.cpu_pct is None  # one reading of /proc/stat: CPU % needs two
+    assert host_summary(host) == "CPU - of 16  load 0.23  RAM 1.5 / 126 GiB  swap -  disk / 16 / 252 GiB"
+    at = lines.index("@cpu 1327 0 812 55214 388 0 42 29 0 0")
+    swapped = [*lines[:at], "@mem SwapTotal: 8388604", "@mem SwapFree: 7340028", *lines[at:]]
+    host = next(read_apps_frames(iter(swapped))).host
+    assert (host.swap_used_kib, host.to_dict()["swap_used_kib"]) == (1048576, 1048576)
+    assert "swap 1.0 / 8.0 GiB" in host_summary(host)

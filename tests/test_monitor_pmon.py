@@ -42,6 +42,19 @@ def test_pmon_under_three_loads():
     assert parse_pmon(body("load_pmon_u_d2_t.txt"))[(0, 480)] == 99
 
 
+def test_pmon_memory_bandwidth_column():
+    """pmon's `mem` (memory bandwidth utilisation, the -s u group's second column), "-" kept as None (no value
+    from the driver), found by its header also where -s um puts fb (MB) and ccpm after it."""
+    assert parse_pmon(body("load_pmon_u_d1.txt"), "mem") == {(0, 480): 19, (0, 481): 2, (0, 482): None}
+    assert parse_pmon(body("load_pmon_um.txt"), "mem") == {(0, 480): 19, (0, 481): 3, (0, 482): None}
+    assert parse_pmon(body("load_pmon_um.txt"), "fb")[(0, 482)] == 648  # the MB column is another one
+    # the 2026-12-03 recording (/work/shared's h200 set, `pmon -c 5` under a bf16 matmul; no command lines)
+    raw = (PMON / "h200_2026-12-03_pmon_c5_load.txt").read_text().splitlines()
+    assert parse_pmon(raw, "mem") == {(0, 2604): 24} and parse_pmon(raw) == {(0, 2604): 99}
+    for name in ("idle_pmon_u_c1.txt", "idle_pmon_um.txt"):
+        assert parse_pmon(body(name), "mem") == {}, name
+
+
 def test_pmon_without_processes_lists_none():
     for name in ("idle_pmon_u_c1.txt", "idle_pmon_um.txt", "after_pmon_u_c1.txt"):
         assert parse_pmon(body(name)) == {}, name
@@ -66,6 +79,11 @@ def test_a_frame_with_pmon_gives_each_process_its_sm():
                                                                     (480, 1002, 99)]
     # a GPU the sampler does not know (yet): no SM %, rather than a guess
     assert {p.sm_pct for p in with_sm(frame.processes, frame.sm, {})} == {None}
+    # the memory bandwidth % of the same pmon rows
+    assert frame.membw == {(0, 480): 22, (0, 481): None, (0, 482): None}
+    processes = with_sm(frame.processes, frame.sm, {RECORDED_UUID: 0}, frame.membw)
+    assert {p.pid: p.membw_pct for p in processes} == {480: 22, 481: None, 482: None}
+    assert processes[-1].to_dict()["membw_pct"] == 22
 
 
 def test_a_failed_pmon_is_said_and_leaves_sm_unknown():
@@ -126,6 +144,7 @@ def test_recorded_pmon_through_the_real_loop(monkeypatch, tmp_path):
     replay_env(monkeypatch, tmp_path, REPLAY_APPS=str(apps), REPLAY_PMON=str(PMON / "load_pmon_u_d1.txt"))
     snap = sample_once(LocalConnection("box"))
     assert {p.pid: p.sm_pct for p in snap.processes} == {480: 88, 481: 11, 482: None}
+    assert {p.pid: p.membw_pct for p in snap.processes} == {480: 19, 481: 2, 482: None}
 
 
 def test_an_nvidia_smi_without_pmon(monkeypatch, tmp_path, sleepers):
@@ -137,7 +156,8 @@ def test_an_nvidia_smi_without_pmon(monkeypatch, tmp_path, sleepers):
     assert "Invalid combination of input arguments" in (snap.sm_error or "")
     assert snap.to_dict()["sm_error"] == snap.sm_error and snap.to_dict()["processes"][0]["sm_pct"] is None
     text = flatten(process_table(snap, snap.t, 160), 160).plain
-    assert "SM% -: nvidia-smi pmon: Invalid combination" in text
+    assert "SM% and MemBW% -: nvidia-smi pmon: Invalid combination" in text
+    assert snap.processes[0].membw_pct is None
 
 
 def test_no_process_no_pmon(monkeypatch, tmp_path):
@@ -153,7 +173,8 @@ def with_processes(sm_values: list[int | None]):
     snap = recorded_snapshot("h200-box", gap=False)
     gpu = snap.gpus[3]
     processes = tuple(ProcessSample(5000 + i, "python3", 100 * (i + 1), gpu.uuid, "root", sm_pct=sm,
-                                    command=f"python3 job{i}.py") for i, sm in enumerate(sm_values))
+                                    membw_pct=None if sm is None else sm // 4, command=f"python3 job{i}.py")
+                      for i, sm in enumerate(sm_values))
     return replace(snap, processes=processes)
 
 
@@ -186,6 +207,7 @@ async def test_the_sm_column_and_its_sort_in_the_tui():
         rows = [line for line in drawn.splitlines() if "job" in line and "pid 50" not in line]
         assert [row.split("job")[1][0] for row in rows] == ["2", "0", "3", "1"]
         assert rows[0].split()[5] == "99" and rows[-1].split()[5] == "-", "unknown SM shown as -, never 0"
+        assert "MemBW%" in drawn and rows[0].split()[6] == "24" and rows[-1].split()[6] == "-"
         await pilot.press("o")
         assert panel.sort == SORTS[(SORTS.index("sm") + 1) % len(SORTS)]
 
@@ -199,6 +221,8 @@ def test_the_loop_as_run_on_the_h200():
     uuid = lines[-1].split(", ")[1]
     for frame in frames:
         assert frame.sm_error is None and frame.me == "root"
-        processes = with_sm(frame.processes, frame.sm, {uuid: 0})
+        processes = with_sm(frame.processes, frame.sm, {uuid: 0}, frame.membw)
         assert {p.pid: (p.sm_pct, p.user, p.command.split()[-1]) for p in processes} == {
             452: (99, "root", "h"), 453: (None, "root", "l")}
+        assert processes[-1 if processes[-1].pid == 452 else 0].membw_pct and \
+            [p.membw_pct for p in processes if p.pid == 453] == [None]

@@ -191,8 +191,16 @@ def test_host_without_nvidia_smi_says_no_gpu(tmp_path, key):
             snap = wait_until(lambda: (s := sampler.snapshot()).state != "connecting" and s, 20)
             assert snap.state == NO_GPU and "nvidia-smi is not installed" in snap.message
             assert snap.hint and snap.gpus == () and snap.gaps == ()
+            # no GPU, but the host line (this machine's /proc, through the sshd): CPU % after two frames
+            meminfo = {k: int(v.split()[0]) for k, v in (line.split(":", 1) for line in open("/proc/meminfo"))}
+            lined = wait_until(lambda: (h := sampler.snapshot().host_stats) and h.cpu_pct is not None and h, 20,
+                               what="the host line of a host without a GPU")
+            assert lined.mem_total_kib == meminfo["MemTotal"] and lined.swap_total_kib == meminfo["SwapTotal"]
+            assert lined.ncpu == os.cpu_count() and lined.load1 is not None
             once = sample_once(conn)
             assert once.state == NO_GPU and once.gpus == ()
+            assert once.host_stats and once.host_stats.mem_total_kib == meminfo["MemTotal"]
+            assert once.host_stats.cpu_pct is not None  # one look reads /proc/stat twice
         finally:
             sampler.stop()
             conn.close()

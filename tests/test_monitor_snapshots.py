@@ -10,7 +10,7 @@ import time
 from dataclasses import replace
 
 import pytest
-from monitor_helpers import T0, FixedSampler, recorded_snapshot
+from monitor_helpers import T0, FixedSampler, host_stats_of_testbox, recorded_snapshot
 
 from devenv.gpu.sample import Gap
 from devenv.services.monitor import HostSnapshot
@@ -39,7 +39,8 @@ def snapshots() -> dict[str, HostSnapshot]:
                          gaps=(lost,), last_sample_t=T0 - 12),
         "cpu-box": HostSnapshot("cpu-box", "no-gpu", T0,
                                 "cpu-box: no NVIDIA driver: nvidia-smi is not installed on this host",
-                                "install the NVIDIA driver, or use a CPU environment (--env cpu)"),
+                                "install the NVIDIA driver, or use a CPU environment (--env cpu)",
+                                host_stats=host_stats_of_testbox()),
     }
 
 
@@ -253,7 +254,8 @@ def cluster_snapshots() -> dict[str, HostSnapshot]:
     found = {p.name: replace(recorded_snapshot(p.name, n_gpus=4, gap=False), job=p) for p in places}
     cpu = JobPlace("cpu-cluster", "17", "devenv-alice-cpu", "node1", ("node1",), "cpu", "29:12")
     found[cpu.name] = HostSnapshot(cpu.name, "no-gpu", T0, f"{cpu.name}: no NVIDIA driver: nvidia-smi is not "
-                                   "installed on this host", "install the NVIDIA driver", job=cpu)
+                                   "installed on this host", "install the NVIDIA driver", job=cpu,
+                                   host_stats=host_stats_of_testbox())
     return found
 
 

@@ -127,3 +127,40 @@ def test_without_munged_the_cause_is_named_not_slurms_last_line():
     down = cc.judge_controller(BatchOutput("scontrol --oneliner show partition", "", said, 1))
     assert down is not None and "Munge encode failed" in down.value and "munged is not running" in down.remedy
     assert not down.value.count("scontrol: error:")
+
+
+# --- the health section of the compute node (checks/health.health_section), on the recorded H200 outputs ----
+
+HEALTH = Path(__file__).parent / "fixtures" / "health"
+
+
+def test_a_node_without_a_gpu_says_no_gpu_not_healthy():
+    from devenv.checks.health import health_section
+
+    said = "no NVIDIA driver: nvidia-smi is not installed on this host"
+    [result] = cc.on_node(health_section(said, 127, "@log dmesg\n", False, "none", "node1"), "node1")
+    assert (result.id, result.status, result.title) == ("gpu.health", "no-gpu", "GPU health (node1)")
+    assert result.value == "no GPU on node1: no GPU health to judge" and result.details == {"unhealthy": False,
+                                                                                            "node": "node1"}
+
+
+def test_a_node_with_a_sick_gpu_is_unhealthy_and_named():
+    """The recorded H200 `nvidia-smi -q` with a pending row remap (an edited copy: edited-remap-pending.txt) on the
+    node: FAIL and unhealthy for an environment that wants the GPU, WARN (spare) for one that asks for none."""
+    from devenv.checks.health import health_section, sick_gpus
+    from devenv.checks.report import CheckReport
+
+    sick = (HEALTH / "edited-remap-pending.txt").read_text()
+    log = (HEALTH / "log-dmesg-clean.txt").read_text()
+    found = cc.on_node(health_section(sick, 0, log, True, "all", "gpu-a01"), "gpu-a01")
+    report = CheckReport("cluster", "cuda", found)
+    assert report.unhealthy and set(sick_gpus(found)) == {0}
+    finding = report.unhealthy[0]
+    assert finding.title == "GPU 0 health (gpu-a01)" and finding.details["node"] == "gpu-a01"
+    assert "Pending" in finding.details["field"] and finding.remedy
+    spared = health_section(sick, 0, log, True, "none", "gpu-a01")
+    assert not CheckReport("cluster", "cpu", spared).unhealthy
+    assert any(r.status == "warn" and r.details.get("skipped") for r in spared)
+    healthy = health_section((HEALTH / "h200-q-idle.txt").read_text(), 0, log, True, "all", "gpu-a01")
+    assert not CheckReport("cluster", "cuda", healthy).unhealthy
+    assert any(r.id == "gpu.0.health" and r.status == "pass" for r in healthy)

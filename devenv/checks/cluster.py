@@ -190,8 +190,8 @@ def node_job_failed(out: Output, wait_s: int) -> CheckResult:
 
 
 def on_node(results: list[CheckResult], node: str) -> list[CheckResult]:
-    """Single-host results, titled with the compute node they were seen on."""
-    return [dataclasses.replace(r, title=f"{r.title} ({node})") for r in results]
+    """Single-host results, titled with the compute node they were seen on (and its name in their details)."""
+    return [dataclasses.replace(r, title=f"{r.title} ({node})", details={**r.details, "node": node}) for r in results]
 
 
 def skipped_node_checks(reason: str) -> list[CheckResult]:

@@ -10,7 +10,7 @@ not corrupt (a link trained down under load, past errors, persistence off) is WA
 
 from __future__ import annotations
 
-from devenv.checks.report import FAIL, INFO, PASS, SKIP, WARN, CheckResult, Status
+from devenv.checks.report import FAIL, INFO, NO_GPU, PASS, SKIP, WARN, CheckResult, Status
 from devenv.gpu import nvsmi
 from devenv.gpu.health import GpuHealth, Xid, parse_health, parse_xids, same_gpu
 
@@ -66,6 +66,21 @@ def judge_health(query: str, query_exit: int, log: str | None, *, under_load: bo
         results += judge_gpu(gpu, under_load)
     if log is not None:
         results.append(judge_xids(log, gpus))
+    return results
+
+
+def health_section(query: str, query_exit: int, log: str | None, has_gpu: bool, env_gpus: str,
+                   where: str) -> list[CheckResult]:
+    """The health section of a machine that is checked as a whole (a Slurm compute node, through the probe job):
+    its GPUs judged as judge_health does, or, where there is no GPU, one line saying so (nothing about a GPU's
+    health was judged, and that is not a failure). An environment that asks for no GPU is not failed by a sick
+    one: its findings are WARN (spare)."""
+    if not has_gpu:
+        return [CheckResult("gpu.health", "GPU health", NO_GPU, f"no GPU on {where}: no GPU health to judge", None,
+                            {"unhealthy": False})]
+    results = judge_health(query, query_exit, log)
+    if env_gpus == "none":
+        results = spare(results, set(sick_gpus(results)), "not used: this environment asks for no GPU")
     return results
 
 

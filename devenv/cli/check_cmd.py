@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from devenv.checks.report import CheckReport
 from devenv.cli import main
 from devenv.cli.common import EXIT_FAILED, accept_new_host_option, env_option, finish_per_host, host_names, per_host
 from devenv.cli.render import emit_json, print_checks
+from devenv.errors import DevenvError
 from devenv.services.session import open_env
 
 
@@ -49,4 +52,25 @@ def check(hosts: tuple[str, ...], env: str | None, accept_new_host: bool, as_jso
     codes = [err.exit_code if err else (0 if report is not None and report.ok else
                                         report.fail_code if report is not None else EXIT_FAILED)
              for _, report, err in results]
-    finish_per_host(results, codes, as_json, lambda report: report.to_dict(), print_checks)
+    finish_per_host(results, codes, as_json, lambda report: report.to_dict(), print_checks,
+                    verdict=group_verdict(results))
+
+
+def group_verdict(results: list[tuple[str, CheckReport | None, DevenvError | None]]) -> dict[str, Any]:
+    """The verdict over several hosts (an @group): which are ready, and by name which have an UNHEALTHY GPU (with
+    its first finding), which failed a check, which could not be checked."""
+    unhealthy = {name: [f"{c.title}: {c.value}" for c in r.unhealthy] for name, r, _ in results
+                 if r is not None and r.unhealthy}
+    failed = [name for name, r, _ in results if r is not None and not r.ok and name not in unhealthy]
+    unreachable = {name: err.message for name, r, err in results if r is None and err is not None}
+    ready = [name for name, r, _ in results if r is not None and r.ok]
+    status = "unhealthy" if unhealthy else "fail" if failed or unreachable else "pass"
+    parts = [f"{len(ready)} of {len(results)} ready" + (f" ({', '.join(ready)})" if ready else "")]
+    parts += [f"UNHEALTHY {name}: {findings[0]}" + (f" (+{len(findings) - 1} more)" if len(findings) > 1 else "")
+              for name, findings in unhealthy.items()]
+    if failed:
+        parts.append(f"failed: {', '.join(failed)}")
+    if unreachable:
+        parts.append(f"not checked: {', '.join(unreachable)}")
+    return {"status": status, "ready": ready, "unhealthy": unhealthy, "failed": failed, "unreachable": unreachable,
+            "summary": "; ".join(parts)}

@@ -79,12 +79,17 @@ def worst_exit_code(codes: list[int]) -> int:
 
 
 def finish_per_host(results: list[tuple[str, T | None, DevenvError | None]], codes: list[int], as_json: bool,
-                    to_dict: Callable[[T], dict[str, Any]], print_one: Callable[[T], None]) -> None:
+                    to_dict: Callable[[T], dict[str, Any]], print_one: Callable[[T], None],
+                    verdict: dict[str, Any] | None = None) -> None:
     """The end of a command run on several hosts (check, sanity): a JSON object keyed by host, or a block per
-    host (its result, or its error and hint), then the most telling exit code."""
+    host (its result, or its error and hint), then the verdict over all of them (when given: its `summary`
+    line; in JSON under "verdict"), then the most telling exit code."""
     if as_json:
-        emit_json({"schema_version": 1, "hosts": {name: to_dict(r) if r is not None else _error_dict(err)
-                                                  for name, r, err in results}})
+        doc: dict[str, Any] = {"schema_version": 1, "hosts": {name: to_dict(r) if r is not None else _error_dict(err)
+                                                              for name, r, err in results}}
+        if verdict is not None:
+            doc["verdict"] = verdict
+        emit_json(doc)
     else:
         for name, r, err in results:
             click.secho(f"== {name}", bold=True)
@@ -94,6 +99,9 @@ def finish_per_host(results: list[tuple[str, T | None, DevenvError | None]], cod
                 click.secho(f"Error: {err.message}", fg="red")
                 if err.hint:
                     click.secho(f"Hint: {err.hint}", fg="yellow")
+        if verdict is not None:
+            color = {"pass": "green", "unhealthy": "red", "fail": "red"}.get(verdict.get("status", ""))
+            click.secho(f"Verdict: {verdict['summary']}", fg=color, bold=True)
     code = worst_exit_code(codes)
     if code:
         raise SystemExit(code)

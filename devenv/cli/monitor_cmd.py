@@ -80,8 +80,10 @@ def monitor(hosts: tuple[str, ...], once: bool, as_json: bool, interval: float, 
         snapshots = look_once(host_profiles, accept_new_host, codes)
         if as_json:
             from devenv.services.monitor_sources import jobs_json
+            from devenv.services.monitor_stream import SCHEMA_VERSION
 
-            emit_json({"hosts": [s.to_dict() for s in snapshots], "jobs": jobs_json(snapshots)})
+            emit_json({"schema_version": SCHEMA_VERSION, "hosts": [s.to_dict() for s in snapshots],
+                       "jobs": jobs_json(snapshots)})
         else:
             click.echo(once_table(snapshots))
         failed = [s.host for s in snapshots if s.state not in REACHED]

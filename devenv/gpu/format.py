@@ -7,7 +7,7 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import Protocol
 
-from devenv.gpu.sample import GpuSample, ProcessSample
+from devenv.gpu.sample import GpuSample, HostStats, ProcessSample
 
 NA = "-"
 
@@ -78,6 +78,42 @@ def process_label(p: ProcessSample) -> str:
     return f"{p.user or '?'}:{name}/{p.pid}({mib(p.used_mib)}){where}"
 
 
+def gib(kib: int | None) -> str:
+    """KiB as GiB: one decimal under 10 GiB, whole above ('1.5', '126')."""
+    if kib is None:
+        return NA
+    value = kib / 1024 ** 2
+    return f"{value:.1f}" if value < 10 else f"{value:.0f}"
+
+
+def used_of(used: int | None, total: int | None) -> str:
+    return f"{gib(used)} / {gib(total)} GiB"
+
+
+def pct_of(used: int | None, total: int | None) -> float | None:
+    return None if used is None or not total else 100.0 * used / total
+
+
+def host_parts(h: HostStats) -> list[tuple[str, str, float | None]]:
+    """The host line's parts, in order, as (label, value, percent used or None): CPU, load, RAM, swap, disk.
+    An NA value shows as "-"; a host without swap says "none" (not 0 / 0)."""
+    cpu = num(h.cpu_pct, unit=" %") + (f" of {h.ncpu}" if h.ncpu else "")
+    swap = ("none" if h.swap_total_kib == 0 else NA if h.swap_total_kib is None
+            else used_of(h.swap_used_kib, h.swap_total_kib))
+    parts = [("CPU", cpu, h.cpu_pct), ("load", num(h.load1, "{:.2f}"), None),
+             ("RAM", used_of(h.mem_used_kib, h.mem_total_kib), pct_of(h.mem_used_kib, h.mem_total_kib)),
+             ("swap", swap, pct_of(h.swap_used_kib, h.swap_total_kib))]
+    if h.disk_total_kib:
+        parts.append((f"disk {h.disk_mount or ''}".rstrip(), used_of(h.disk_used_kib, h.disk_total_kib),
+                      pct_of(h.disk_used_kib, h.disk_total_kib)))
+    return parts
+
+
+def host_summary(h: HostStats) -> str:
+    """'CPU 37 % of 16  load 0.23  RAM 1.5 / 126 GiB  swap none  disk / 16 / 252 GiB' (monitor --once)."""
+    return "  ".join(f"{label} {value}" for label, value, _ in host_parts(h))
+
+
 class Snapshot(Protocol):
     """What once_table prints of a host (services.monitor.HostSnapshot; gpu is L0 and cannot import it)."""
 
@@ -101,6 +137,8 @@ class Snapshot(Protocol):
     def processes(self) -> Sequence[ProcessSample]: ...
     @property
     def processes_error(self) -> str | None: ...
+    @property
+    def host_stats(self) -> HostStats | None: ...
     def processes_on(self, gpu: GpuSample) -> list[ProcessSample]: ...
 
 
@@ -119,6 +157,8 @@ def once_table(snapshots: Iterable[Snapshot], now: float | None = None) -> str:
             lines.append(f"  {job.describe()}")
         if snap.message:
             lines.append(f"  {snap.message}" + (f" (hint: {snap.hint})" if snap.hint else ""))
+        if snap.host_stats is not None:  # also for a host without a GPU
+            lines.append(f"  host: {host_summary(snap.host_stats)}")
         rows = []
         for gpu in snap.gpus:
             procs = " ".join(process_label(p) for p in snap.processes_on(gpu))

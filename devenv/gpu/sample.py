@@ -83,11 +83,13 @@ def pmon_command(nvidia_smi: str = "nvidia-smi") -> str:
     return f"{nvidia_smi} pmon -c 1 -s u -i"
 
 
-def parse_pmon(lines: Iterable[str]) -> dict[tuple[int, int], int | None]:
-    """`nvidia-smi pmon -s u` (or -s um) rows: (GPU index, pid) -> SM %, None where the driver prints "-" (no
-    utilisation sample in the interval: it does not say 0). A GPU without processes prints pid "-": no entry.
-    The sm column is found by its header (`# gpu pid type sm ...`); a later row of the same pair wins."""
-    sm_at = 3
+def parse_pmon(lines: Iterable[str], column: str = "sm") -> dict[tuple[int, int], int | None]:
+    """`nvidia-smi pmon -s u` (or -s um) rows: (GPU index, pid) -> the column's %, None where the driver prints
+    "-" (no utilisation sample in the interval: it does not say 0). column: "sm" (SM utilisation) or "mem"
+    (memory bandwidth utilisation: the share of time the memory was read or written, the -s u group's second
+    column; -s m's framebuffer MB is "fb"). A GPU without processes prints pid "-": no entry. The column is found
+    by its header (`# gpu pid type sm mem ...`); a later row of the same pair wins."""
+    at = {"sm": 3, "mem": 4}.get(column, 3)
     found: dict[tuple[int, int], int | None] = {}
     for line in lines:
         words = line.split()
@@ -95,22 +97,27 @@ def parse_pmon(lines: Iterable[str]) -> dict[tuple[int, int], int | None]:
             continue
         if words[0].startswith("#"):
             names = " ".join(words).lstrip("#").split()
-            if "pid" in names and "sm" in names:
-                sm_at = names.index("sm")
+            if "pid" in names and column in names:
+                at = names.index(column)
             continue
-        if len(words) <= sm_at or not words[0].isdigit() or not words[1].isdigit():
+        if len(words) <= at or not words[0].isdigit() or not words[1].isdigit():
             continue
-        found[(int(words[0]), int(words[1]))] = _int(words[sm_at]) if words[sm_at] != "-" else None
+        found[(int(words[0]), int(words[1]))] = _int(words[at]) if words[at] != "-" else None
     return found
 
 
 def with_sm(processes: Iterable[ProcessSample], sm: dict[tuple[int, int], int | None],
-            index_of: dict[str | None, int | None]) -> tuple[ProcessSample, ...]:
-    """Processes with the SM % pmon gave for their (GPU, pid); None where it gave "-" or nothing."""
+            index_of: dict[str | None, int | None],
+            membw: dict[tuple[int, int], int | None] | None = None) -> tuple[ProcessSample, ...]:
+    """Processes with the SM % (and memory bandwidth %) pmon gave for their (GPU, pid); None where it gave "-"
+    or nothing."""
     out = []
     for p in processes:
         index = index_of.get(p.gpu_uuid)
-        out.append(replace(p, sm_pct=sm.get((index, p.pid)) if index is not None else None))
+        if index is None:
+            out.append(replace(p, sm_pct=None, membw_pct=None))
+        else:
+            out.append(replace(p, sm_pct=sm.get((index, p.pid)), membw_pct=(membw or {}).get((index, p.pid))))
     return tuple(out)
 
 
@@ -258,6 +265,7 @@ class ProcessSample:
     runtime_s: int | None = None   # seconds since it started
     command: str | None = None     # the full command line (ps args)
     sm_pct: int | None = None      # SM utilisation from `nvidia-smi pmon` (None: "-", or pmon unavailable)
+    membw_pct: int | None = None   # memory bandwidth utilisation from pmon's `mem` column (None as for sm_pct)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -302,22 +310,39 @@ APPS_BEGIN, APPS_END = "@apps", "@end"
 
 @dataclass(frozen=True)
 class HostStats:
-    """The host line: load, CPUs, memory, the disk that holds the workspaces; any field may be None (NA).
-    cpu_pct needs two frames (it is the busy share of the jiffies between them), so the sampler fills it in."""
+    """The host line: load, CPUs, memory, swap, the disk that holds the workspaces; any field may be None (NA).
+    cpu_pct needs two readings of /proc/stat: a one-shot frame reads it twice (at its start and its end), a
+    streamed frame once, and the sampler fills cpu_pct in from two frames."""
 
     load1: float | None = None
     ncpu: int | None = None
     mem_total_kib: int | None = None
     mem_available_kib: int | None = None
+    swap_total_kib: int | None = None
+    swap_free_kib: int | None = None
     disk_total_kib: int | None = None
     disk_used_kib: int | None = None
     disk_mount: str | None = None
     cpu_jiffies: tuple[int, ...] = ()
     cpu_pct: float | None = None
 
+    @property
+    def mem_used_kib(self) -> int | None:
+        """Used as free(1) and nvitop count it: total less what is available (page cache is available)."""
+        if self.mem_total_kib is None or self.mem_available_kib is None:
+            return None
+        return max(0, self.mem_total_kib - self.mem_available_kib)
+
+    @property
+    def swap_used_kib(self) -> int | None:
+        if self.swap_total_kib is None or self.swap_free_kib is None:
+            return None
+        return max(0, self.swap_total_kib - self.swap_free_kib)
+
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data.pop("cpu_jiffies")
+        data["mem_used_kib"], data["swap_used_kib"] = self.mem_used_kib, self.swap_used_kib
         return data
 
 
@@ -338,6 +363,7 @@ class AppsFrame:
     me: str | None = None        # the user the stream runs as (its @me line), to tell other users' processes
     host: HostStats | None = None
     sm: dict[tuple[int, int], int | None] = field(default_factory=dict)  # pmon's (GPU index, pid) -> SM %
+    membw: dict[tuple[int, int], int | None] = field(default_factory=dict)  # pmon's (GPU index, pid) -> mem %
     sm_error: str | None = None  # why pmon gave nothing (its message), when it failed
 
 
@@ -397,7 +423,8 @@ def parse_apps_frame(lines: list[str]) -> AppsFrame:
     if any(pmon_codes):
         sm_error = next((m for m in (line.strip() for line in pmon_failed) if m),
                         f"nvidia-smi pmon exited {next(c for c in pmon_codes if c)}")
-    return AppsFrame(0, processes, None, me, host, parse_pmon(pmon_lines), sm_error)
+    return AppsFrame(0, processes, None, me, host, sm=parse_pmon(pmon_lines), sm_error=sm_error,
+                     membw=parse_pmon(pmon_lines, "mem"))
 
 
 def _host_line(line: str, stats: dict[str, Any]) -> None:
@@ -407,12 +434,15 @@ def _host_line(line: str, stats: dict[str, Any]) -> None:
         if len(words) > 3:
             stats["ncpu"] = _int(words[3])
     elif head == "@mem" and len(words) >= 2:
-        key = {"MemTotal:": "mem_total_kib", "MemAvailable:": "mem_available_kib"}.get(words[0])
+        key = {"MemTotal:": "mem_total_kib", "MemAvailable:": "mem_available_kib",
+               "SwapTotal:": "swap_total_kib", "SwapFree:": "swap_free_kib"}.get(words[0])
         if key:
             stats[key] = _int(words[1])
     elif head == "@cpu":
-        jiffies = [_int(w) for w in words]
-        stats["cpu_jiffies"] = tuple(j for j in jiffies if j is not None)
+        jiffies = tuple(j for j in (_int(w) for w in words) if j is not None)
+        if "cpu_jiffies" in stats:  # a second reading in the same frame (a one-shot look): the busy share between
+            stats["cpu_pct"] = cpu_busy_pct(stats["cpu_jiffies"], jiffies)
+        stats["cpu_jiffies"] = jiffies
     elif head == "@disk" and len(words) >= 4:
         stats["disk_total_kib"], stats["disk_used_kib"] = _int(words[0]), _int(words[1])
         stats["disk_mount"] = " ".join(words[3:])

@@ -146,11 +146,16 @@ def apps_loop_script(nvidia_smi: str = "nvidia-smi", every_s: float = 5.0, once:
     """The process stream: one POSIX shell loop. Per frame it starts nvidia-smi and, if there are GPU
     processes, one ps and one `nvidia-smi pmon -c 1` per 4 GPUs that have them (their SM %); cgroups are read
     with the shell's own `read`, without starting anything. No frame opens an SSH session."""
+    # CPU % is the busy share of /proc/stat's jiffies between two readings: a stream takes them a frame apart,
+    # a one-shot look at the start and the end of its frame (half a second apart at least).
+    first_cpu = "  read -r _ cpu0 < /proc/stat\n" if once else ""
+    echo_first_cpu = '  echo "@cpu $cpu0"\n' if once else ""
+    settle = "  sleep 0.5 2>/dev/null || sleep 1\n" if once else ""
     return preamble(nvidia_smi) + f"""\
 while :; do
-  out=$({apps_query_command(CALL)} 2>&1)
+{first_cpu}  out=$({apps_query_command(CALL)} 2>&1)
   echo "{APPS_BEGIN} $?"
-  echo "@me ${{USER:-$(id -un)}}"
+{echo_first_cpu}  echo "@me ${{USER:-$(id -un)}}"
   [ -n "$out" ] && printf '%s\\n' "$out"
 {apps_pids_script("  ", uuids=True)}
   if [ -n "$pids" ]; then
@@ -169,8 +174,10 @@ while :; do
     done
   fi
   read -r l1 l5 l15 _ < /proc/loadavg && echo "@load $l1 $l5 $l15 $(getconf _NPROCESSORS_ONLN)"
-  while read -r k v _; do case $k in MemTotal:|MemAvailable:) echo "@mem $k $v" ;; esac; done < /proc/meminfo
-  read -r _ cpu < /proc/stat && echo "@cpu $cpu"
+  while read -r k v _; do
+    case $k in MemTotal:|MemAvailable:|SwapTotal:|SwapFree:) echo "@mem $k $v" ;; esac
+  done < /proc/meminfo
+{settle}  read -r _ cpu < /proc/stat && echo "@cpu $cpu"
   for d in /var/lib/docker "$HOME" /; do
     [ -d "$d" ] && df -Pk "$d" | tail -n 1 |
       {{ read -r _ size used _ _ mnt; echo "@disk $size $used - $mnt"; }} && break
@@ -256,8 +263,8 @@ def _sample_once(conn: Connection, nvidia_smi: str, timeout: float, clock: Calla
     host = conn.name
     try:
         fields, gpus = negotiate_fields(conn, nvidia_smi, timeout, clock)
-    except NoGpu as e:
-        return HostSnapshot(host, NO_GPU, clock(), e.message, e.hint)
+    except NoGpu as e:  # no GPU to show, but the host line still tells how the host itself is doing
+        return HostSnapshot(host, NO_GPU, clock(), e.message, e.hint, host_stats=_host_stats_once(conn, timeout))
     except DevenvError as e:
         return HostSnapshot(host, ERROR, clock(), e.message, e.hint)
     processes, apps_t, apps_error = (), None, None
@@ -268,7 +275,7 @@ def _sample_once(conn: Connection, nvidia_smi: str, timeout: float, clock: Calla
         frames = list(read_apps_frames(iter(result.stdout.splitlines())))
         if frames:
             processes, apps_error = _named(conn, frames[-1].processes, {}), frames[-1].error
-            processes = with_sm(processes, frames[-1].sm, {g.uuid: g.index for g in gpus})
+            processes = with_sm(processes, frames[-1].sm, {g.uuid: g.index for g in gpus}, frames[-1].membw)
             login_user, host_stats, sm_error = frames[-1].me, frames[-1].host, frames[-1].sm_error
     except DevenvError as e:
         apps_error = e.message
@@ -276,6 +283,17 @@ def _sample_once(conn: Connection, nvidia_smi: str, timeout: float, clock: Calla
     return HostSnapshot(host, OK, clock(), gpus=tuple(gpus), processes=tuple(processes), processes_t=apps_t,
                         processes_error=apps_error, sm_error=sm_error, last_sample_t=gpus[0].t, samples=len(gpus),
                         fields_missing=missing, login_user=login_user, host_stats=host_stats)
+
+
+def _host_stats_once(conn: Connection, timeout: float) -> HostStats | None:
+    """The host line of a host without a GPU: the process loop's one frame (its nvidia-smi fails; the /proc
+    readings do not need it). None when the host could not be asked."""
+    try:
+        result = conn.run(apps_loop_script(once=True), timeout=timeout)
+    except DevenvError:
+        return None
+    frames = list(read_apps_frames(iter(result.stdout.splitlines())))
+    return frames[-1].host if frames else None
 
 
 def _named(conn: Connection, processes, cache: dict[str, str]) -> tuple[ProcessSample, ...]:
@@ -313,6 +331,7 @@ class HostSampler:
         self._changed = threading.Condition(self._lock)
         self._stop = threading.Event()
         self._streaming = threading.Event()     # set while the GPU stream runs: the process stream follows it
+        self._host_only = threading.Event()     # set while the host has no GPU: the process stream still runs
         self._conn: Connection | None = None
         self._threads: list[threading.Thread] = []
         self._names: dict[str, str] = {}
@@ -380,6 +399,7 @@ class HostSampler:
                     for sample in first:
                         self._add_sample(sample)
                     self._set_state(OK)
+                self._host_only.clear()
                 self._streaming.set()
                 stream = conn.stream(gpu_stream_command(fields, self.interval, self.nvidia_smi))
                 try:
@@ -397,6 +417,7 @@ class HostSampler:
                 reason, lost = "the nvidia-smi stream ended", False
             except NoGpu as e:
                 self._streaming.clear()
+                self._host_only.set()
                 with self._changed:
                     self._set_state(NO_GPU, e.message, e.hint)
                 self._stop.wait(self.no_gpu_retry)  # a driver may be installed or reloaded meanwhile
@@ -430,8 +451,9 @@ class HostSampler:
     _stalled_reason: str | None = None
 
     def _apps_loop(self) -> None:
+        """The process stream; on a host without a GPU (NO_GPU) it runs too, for the host line."""
         while not self._stop.is_set():
-            if not self._streaming.wait(0.5):
+            if not self._streaming.wait(0.5) and not self._host_only.is_set():
                 continue
             try:
                 conn = self._connection()
@@ -443,13 +465,14 @@ class HostSampler:
                         processes = _named(conn, frame.processes, self._names)
                         with self._changed:
                             index_of = {g.uuid: g.index for g in self._latest.values()}
-                            self._processes = with_sm(processes, frame.sm, index_of)
+                            self._processes = with_sm(processes, frame.sm, index_of, frame.membw)
                             self._processes_error, self._sm_error = frame.error, frame.sm_error
                             self._login_user = frame.me or self._login_user
                             if frame.host is not None:
                                 before = self._host_stats.cpu_jiffies if self._host_stats else ()
                                 self._host_stats = replace(frame.host, cpu_pct=cpu_busy_pct(
-                                    before, frame.host.cpu_jiffies))
+                                    before, frame.host.cpu_jiffies) if frame.host.cpu_pct is None
+                                    else frame.host.cpu_pct)
                             self._processes_t = self._clock()
                             self._bump()
                 finally:

@@ -22,7 +22,7 @@ from textual.containers import VerticalScroll
 from textual.message import Message
 from textual.notifications import SeverityLevel
 from textual.widget import AwaitMount
-from textual.widgets import Footer, Header, Input, Label, RichLog, Static
+from textual.widgets import Header, Input, Label, RichLog, Static
 from textual.worker import get_current_worker
 
 from devenv.errors import DevenvError
@@ -32,6 +32,7 @@ from devenv.services.monitor import HostSnapshot
 from devenv.services.monitor_jupyter import JupyterLink
 from devenv.services.monitor_keys import HostChanges as HostChanges  # the app's interface, re-exported
 from devenv.services.monitor_keys import MonitorServices as MonitorServices
+from devenv.tui.monitor_footer import WrappingFooter
 from devenv.tui.monitor_screens import ConfirmScreen, HelpScreen, JupyterScreen, SanityScreen
 from devenv.tui.monitor_view import SORTS, HostExtras, flatten, host_view, sorted_processes
 
@@ -149,7 +150,11 @@ class HostPanel(Static, can_focus=True):
 class MonitorApp(App[None]):
     CSS_PATH = "monitor.tcss"
     TITLE = "devenv monitor"
+    # The footer shows these in this order and wraps rather than cuts: help and quit come first, so they are
+    # there at any size (tests/test_monitor_layout.py).
     BINDINGS = [
+        Binding("question_mark", "help", "Help"),
+        Binding("q", "quit", "Quit"),
         Binding("j", "jupyter", "Jupyter"),
         Binding("s", "sanity", "Sanity"),
         Binding("u", "up", "Up"),
@@ -161,8 +166,6 @@ class MonitorApp(App[None]):
         Binding("X", "kill('KILL')", "Kill", show=False),
         Binding("plus,equals_sign", "resize_logs(2)", "Logs +", show=False),
         Binding("minus", "resize_logs(-2)", "Logs -", show=False),
-        Binding("question_mark", "help", "Help"),
-        Binding("q", "quit", "Quit"),
         Binding("escape", "clear_filter", "Clear filter", show=False),
     ]
 
@@ -201,7 +204,7 @@ class MonitorApp(App[None]):
         log = RichLog(id="logs", max_lines=500, wrap=False)
         log.border_title = "logs"
         yield log
-        yield Footer()
+        yield WrappingFooter()
 
     # --- size: compact mode and the logs pane -------------------------------------------------------------
 

@@ -84,7 +84,8 @@ def status_lines(snap: HostSnapshot, now: float) -> list[Text]:
         lines.append(Text(f"  {snap.job.describe()}", "cyan", no_wrap=True, overflow="ellipsis"))
     if snap.message and snap.state != "ok":
         color = STATE_STYLE.get(snap.state, ("", "white"))[1]
-        line = Text(f"  {snap.message}", color, no_wrap=True, overflow="ellipsis")
+        # the message and its hint (the remedy: "install the NVIDIA driver, ...") wrap, never cut
+        line = Text(f"  {snap.message}", color, overflow="fold")
         if snap.hint:
             line.append(f"  ({snap.hint})", "bright_black")
         lines.append(line)
@@ -243,8 +244,9 @@ def process_table(snap: HostSnapshot, now: float, width: int = 120, sort: str = 
     columns = [("GPU", 3), ("PID", max(3, *(len(str(p.pid)) for p in rows))),
                ("User", max(4, *(len(p.user or fmt.NA) for p in rows))),
                ("Container", max(9, *(len(p.container or fmt.NA) for p in rows))), ("Memory", 6),
-               ("SM%", 4), ("CPU%", 5), ("RSS", 6), ("Time", 8)]
-    for drop in ("Container", "Time", "RSS", "User", "CPU%", "SM%"):  # a narrow panel keeps the command readable
+               ("SM%", 4), ("MemBW%", 6), ("CPU%", 5), ("RSS", 6), ("Time", 8)]
+    # a narrow panel keeps the command readable; pmon's SM% and MemBW% (memory bandwidth) go last
+    for drop in ("Container", "Time", "RSS", "User", "CPU%", "MemBW%", "SM%"):
         if sum(w for _, w in columns) + GAP * len(columns) + 16 > width and drop != arrow:
             columns = [c for c in columns if c[0] != drop]
     command_width = max(8, width - sum(w for _, w in columns) - GAP * len(columns))
@@ -261,7 +263,8 @@ def process_table(snap: HostSnapshot, now: float, width: int = 120, sort: str = 
     for p in rows:
         values = {"GPU": fmt.num(index_of.get(p.gpu_uuid)), "PID": str(p.pid), "User": p.user or fmt.NA,
                   "Container": p.container or fmt.NA, "Memory": fmt.mib(p.used_mib),
-                  "SM%": fmt.num(p.sm_pct), "CPU%": fmt.num(p.cpu_pct, "{:.0f}"), "RSS": _rss(p.rss_kib),
+                  "SM%": fmt.num(p.sm_pct), "MemBW%": fmt.num(p.membw_pct), "CPU%": fmt.num(p.cpu_pct, "{:.0f}"),
+                  "RSS": _rss(p.rss_kib),
                   "Time": _runtime(p.runtime_s)}
         row_style = "reverse" if p.pid == selected else style
         chosen = p if p.pid == selected else chosen
@@ -271,9 +274,9 @@ def process_table(snap: HostSnapshot, now: float, width: int = 120, sort: str = 
             command = Text.assemble((f"({mark}) ", style or "yellow"), command)
         table.add_row(*(Text(values[name], style) for name, _ in columns), command, style=row_style)
     parts: list[RenderableType] = [table]
-    if snap.sm_error and any(name == "SM%" for name, _ in columns):  # say why the column is all "-"
-        parts.append(Text(f"  SM% {fmt.NA}: nvidia-smi pmon: {snap.sm_error.splitlines()[0]}", "bright_black",
-                          no_wrap=True, overflow="ellipsis"))
+    if snap.sm_error and any(name == "SM%" for name, _ in columns):  # say why the columns are all "-"
+        parts.append(Text(f"  SM% and MemBW% {fmt.NA}: nvidia-smi pmon: {snap.sm_error.splitlines()[0]}",
+                          "bright_black", no_wrap=True, overflow="ellipsis"))
     if chosen is None:
         return parts[0] if len(parts) == 1 else Group(*parts)
     detail = Text(f"  pid {chosen.pid} · {chosen.user or fmt.NA}"
@@ -283,29 +286,24 @@ def process_table(snap: HostSnapshot, now: float, width: int = 120, sort: str = 
     return Group(*parts, detail)
 
 
-def host_line(snap: HostSnapshot) -> Text | None:
-    """CPU, memory, load and the disk that holds the workspaces, nvitop-style, coloured by the same levels."""
+def host_line(snap: HostSnapshot, width: int = 200) -> Text | None:
+    """CPU, load, RAM, swap and the disk that holds the workspaces, nvitop-style, coloured by the same levels
+    (also for a host without a GPU); the parts are format.host_parts, as `monitor --once` prints them. A part that
+    does not fit `width` is left out whole (the disk first, then swap...), never cut in the middle of a number."""
     h = snap.host_stats
     if h is None:
         return None
     style = STALE if is_stale(snap) else None
-    text = Text("  CPU ", "bright_black")
-    text.append(fmt.num(h.cpu_pct, unit=" %"), style or _level_style(h.cpu_pct, 10, 75))
-    if h.ncpu:
-        text.append(f" of {h.ncpu}", "bright_black")
-    mem_pct = None
-    if h.mem_total_kib and h.mem_available_kib is not None:
-        mem_pct = 100 * (h.mem_total_kib - h.mem_available_kib) / h.mem_total_kib
-        used = (h.mem_total_kib - h.mem_available_kib) / 1024 ** 2
-        text.append("  RAM ", "bright_black")
-        text.append(f"{used:.0f} / {h.mem_total_kib / 1024 ** 2:.0f} GiB", style or _level_style(mem_pct, 10, 80))
-    text.append("  load ", "bright_black")
-    text.append(fmt.num(h.load1, "{:.2f}"), style or "")
-    if h.disk_total_kib and h.disk_used_kib is not None:
-        disk_pct = 100 * h.disk_used_kib / h.disk_total_kib
-        text.append(f"  disk {h.disk_mount or ''} ", "bright_black")
-        text.append(f"{h.disk_used_kib / 1024 ** 2:.0f} / {h.disk_total_kib / 1024 ** 2:.0f} GiB",
-                    style or _level_style(disk_pct, 80, 95))
+    levels = {"CPU": (10, 75), "RAM": (10, 80), "swap": (10, 50)}
+    text = Text("  ")
+    for i, (label, value, pct) in enumerate(fmt.host_parts(h)):
+        part = Text(("  " if i else "") + label + " ", "bright_black")
+        moderate, heavy = levels.get(label, (80, 95))  # the disk: only a nearly full one is a warning
+        part.append(value, style or ("" if label == "load" else _level_style(pct, moderate, heavy)
+                                     if pct is not None or value == fmt.NA else "bright_black"))
+        if i and text.cell_len + part.cell_len > width:  # CPU stays (cut by the panel if it must)
+            break
+        text.append_text(part)
     text.no_wrap, text.overflow = True, "ellipsis"
     return text
 
@@ -313,7 +311,7 @@ def host_line(snap: HostSnapshot) -> Text | None:
 def host_view(snap: HostSnapshot, extras: HostExtras, now: float, width: int = 120, sort: str = "gpu",
               selected: int | None = None) -> RenderableType:
     parts: list[RenderableType] = [header(snap, extras, now, width), *status_lines(snap, now)]
-    line = host_line(snap)
+    line = host_line(snap, width)
     if line is not None:
         parts.append(line)
     if snap.gpus:

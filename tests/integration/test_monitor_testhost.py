@@ -183,3 +183,41 @@ def test_keys_reach_the_provisioning_service_on_the_test_host(testhost, use_test
     finally:
         services.close()
         close_all()
+
+
+def test_the_host_line_of_the_test_host_without_a_gpu(testhost, use_testhost):
+    """`devenv monitor testbox --once` (text and --json) on the real test host, which has no GPU: it says
+    no-gpu, and the host line carries the host's own /proc values (read here over a separate session)."""
+    import json
+
+    from click.testing import CliRunner
+
+    from devenv.cli import main
+    from devenv.config.profiles import load_host
+
+    try:
+        truth = get_connection(load_host("testbox")).run(
+            "cat /proc/meminfo; getconf _NPROCESSORS_ONLN", timeout=30).stdout.splitlines()
+        meminfo = {k: int(v.split()[0]) for k, v in (line.split(":", 1) for line in truth[:-1] if ":" in line)}
+        result = CliRunner().invoke(main, ["monitor", "testbox", "--once", "--json"])
+        assert result.exit_code == 0, result.output
+        data = json.loads(result.output)
+        assert data["schema_version"] == 1
+        [host] = data["hosts"]
+        assert host["state"] == "no-gpu" and host["gpus"] == [] and "nvidia-smi" in host["message"]
+        stats = host["host_stats"]
+        assert stats["mem_total_kib"] == meminfo["MemTotal"] and stats["swap_total_kib"] == meminfo["SwapTotal"]
+        assert 0 < stats["mem_used_kib"] < stats["mem_total_kib"]
+        assert stats["ncpu"] == int(truth[-1]) and stats["load1"] is not None
+        assert stats["cpu_pct"] is not None and 0 <= stats["cpu_pct"] <= 100
+        assert stats["disk_total_kib"] > stats["disk_used_kib"] > 0 and stats["disk_mount"].startswith("/")
+
+        text = CliRunner().invoke(main, ["monitor", "testbox", "--once"])
+        assert text.exit_code == 0, text.output
+        [line] = [line for line in text.output.splitlines() if line.startswith("  host: ")]
+        gib = meminfo["MemTotal"] / 1024 ** 2
+        total = f"{gib:.1f}" if gib < 10 else f"{gib:.0f}"
+        assert f"% of {truth[-1]}  load " in line and f" / {total} GiB  swap " in line, line
+        assert ("swap none" in line) == (meminfo["SwapTotal"] == 0), line
+    finally:
+        close_all()

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from devenv.checks import cluster as cc
+from devenv.checks import health as health_checks
 from devenv.checks import host as hc
 from devenv.checks.compat_findings import compat_checks
 from devenv.checks.report import FAIL, PASS, CheckReport, CheckResult
@@ -40,7 +41,8 @@ def login_probes() -> dict[str, str]:
 def node_probes(python: str) -> dict[str, str]:
     return {"node": cc.NODE_NAME_PROBE, "os": hc.PROBES["os"], "gpus": hc.PROBES["gpus"],
             "nvsmi_header": hc.PROBES["nvsmi_header"], "python": hc.python_probe(python),
-            "containers": cc.CONTAINER_PROBE}
+            "containers": cc.CONTAINER_PROBE, "health": health_checks.health_probe(),
+            "xid": health_checks.XID_PROBE}
 
 
 def parse_limits(out: hc.BatchOutput) -> tuple[bool, list[dict[str, str]], str]:
@@ -80,7 +82,10 @@ def run_cluster_check(conn: Connection, host: HostProfile, env: EnvProfile,
         add(*_node_checks(conn, host, env, settings, pyxis))
     allowed, detail = _forwarding(conn)
     add(hc.judge_forwarding(allowed, detail))
-    return CheckReport(host.name, env.name, results, time.perf_counter() - started)
+    report = CheckReport(host.name, env.name, results, time.perf_counter() - started)
+    if report.unhealthy:  # a sick GPU on the node: UNHEALTHY, as for a plain host
+        report.fail_code = health_checks.EXIT_UNHEALTHY
+    return report
 
 
 def run_cluster_preflight(conn: Connection, host: HostProfile, env: EnvProfile) -> CheckReport:
@@ -146,6 +151,9 @@ def _node_checks(conn: Connection, host: HostProfile, env: EnvProfile, settings:
     found += cc.on_node([hc.judge_os(out["os"]), hc.judge_python(out["python"], host.python)], node)
     gpu_checks, inventory, _ = hc.judge_gpus(out["gpus"], out["nvsmi_header"], env.gpus != "none")
     found += cc.on_node(gpu_checks, node)
+    # the health section, as a plain host's check has it (checks/health.py), for the node the job ran on
+    found += cc.on_node(health_checks.health_section(out["health"].stdout, out["health"].exit_code,
+                                                     out["xid"].stdout, bool(inventory), env.gpus, node), node)
     python = next((r for r in found if r.id == "python"), None)
     torch = python.details if python and python.details.get("torch") else None
     found += cc.on_node(compat_checks(env, inventory, None, host_python=torch), node)
