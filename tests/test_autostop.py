@@ -405,3 +405,21 @@ def test_nvidia_smi_missing_or_failing_is_unknown_said_in_status_and_never_idle(
 
     row = EnvStatus(host="h", env="e", owner="me", runtime="host", state="running", autostop=summary)
     assert f"gpu unknown: {state['signals']['gpu']['said']}" in _autostop(row)
+
+
+def test_the_tui_env_line_says_when_it_stops():
+    """The monitor's env line (services/monitor_wiring.env_state -> tui/monitor_view.header) carries the
+    watcher's words: "stops in 23 m" while it watches, "stopped: idle 90 m" once it acted, nothing otherwise."""
+    from devenv.services.monitor import HostSnapshot
+    from devenv.tui.monitor_view import HostExtras, header
+
+    watching = {"state": "watching", "window_s": 5400, "idle_for_s": 1020, "stops_in_s": 4380,
+                "watcher_alive": True}
+    assert autostop.row_words(autostop.summary(watching, running=True)) == "stops in 73 m"
+    stopped = {**watching, "state": "stopped", "reason": "idle 90 m"}
+    assert autostop.row_words(autostop.summary(stopped, running=False)) == "stopped: idle 90 m"
+    assert autostop.row_words(autostop.summary({**watching, "watcher_alive": False}, running=True)) == ""
+    assert autostop.row_words(None) == ""
+    snap = HostSnapshot(host="h200-box", state="ok", t=0.0)
+    line = header(snap, HostExtras(env_state="running (cuda), stops in 73 m"), now=0.0).plain
+    assert "env: running (cuda), stops in 73 m" in line

@@ -170,3 +170,18 @@ def summary(state: dict[str, Any], running: bool) -> dict[str, Any]:
             "held_by": list(state.get("held_by") or []), "unknown": unknown, "action": state.get("action"),
             "reason": state.get("reason") or "", "active_gpu_s": float(state.get("active_gpu_s") or 0),
             "idle_gpu_s": float(state.get("idle_gpu_s") or 0), "updated_at": state.get("updated_at")}
+
+
+def row_words(summary_: dict[str, Any] | None) -> str:
+    """An environment's autostop in a row's few words (the TUI's env line): "stops in 23 m", "stopped: idle 90 m",
+    "autostop: stopping"; "" where nothing watches it."""
+    from devenv.config.autostop import describe_window
+
+    if not summary_:
+        return ""
+    phase = summary_.get("state")
+    if phase == "watching":
+        return f"stops in {describe_window(float(summary_.get('stops_in_s') or 0))}"
+    if phase == "stopped":
+        return f"stopped: {summary_.get('reason') or 'idle'}"
+    return "autostop: stopping" if phase == "stopping" else ""
