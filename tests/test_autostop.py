@@ -423,3 +423,19 @@ def test_the_tui_env_line_says_when_it_stops():
     snap = HostSnapshot(host="h200-box", state="ok", t=0.0)
     line = header(snap, HostExtras(env_state="running (cuda), stops in 73 m"), now=0.0).plain
     assert "env: running (cuda), stops in 73 m" in line
+
+
+def test_sessions_of_openssh_9_8_and_later_count_too():
+    """OpenSSH 9.8 split the per-session process off into sshd-session, whose title is
+    "sshd-session: alice@notty": before, only "sshd: " titles counted, so on such a host an open session held
+    nothing, on a bare host or in a container."""
+    ws = "/home/alice/devenv-workspaces/cuda"
+    procs = [proc(50, 1, "sshd: /usr/sbin/sshd -D [listener] 0 of 10-100 startups"),
+             proc(60, 50, "sshd-session: alice [priv]"), proc(61, 60, "sshd-session: alice@notty", uid=1000),
+             replace(proc(62, 61, "python train.py", uid=1000), cwd=ws)]
+    assert [p.pid for p in w.sessions_on_host(procs, 1000, set(), ws)] == [61]
+    inside = f"0::/system.slice/docker-{CID}.scope\n"
+    box = [proc(100, 90, "/sbin/docker-init -- entrypoint", inside, 1),
+           proc(101, 100, "/usr/sbin/sshd -D", inside, 5), proc(102, 101, "sshd-session: dev [priv]", inside, 6),
+           proc(103, 102, "sshd-session: dev@pts/0", inside, 7), proc(104, 103, "-bash", inside, 8)]
+    assert [p.pid for p in w.sessions_in_container(box, CID)] == [103]

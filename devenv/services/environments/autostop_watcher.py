@@ -198,7 +198,9 @@ def sessions_in_job(procs: list[Proc], job_id: str) -> list[Proc]:
 
 
 def _sshd_session(p: Proc) -> bool:
-    return p.cmd.startswith("sshd: ") and "@" in p.cmd
+    """A session's process: "sshd: alice@pts/0"; from OpenSSH 9.8 on, sshd-session runs it under its own title,
+    "sshd-session: alice@pts/0"."""
+    return p.cmd.startswith(("sshd: ", "sshd-session: ")) and "@" in p.cmd
 
 
 def run_phase(has_exit: bool, pid_line: str | None, proc_stat: str | None) -> str:
