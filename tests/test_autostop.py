@@ -274,3 +274,168 @@ def test_on_a_bare_host_only_sessions_into_the_environments_workspace_count():
     assert w.sessions_on_host(deep, 1000, {63}, ws) == []
     assert w.sessions_on_host([*procs[:1], replace(procs[1]), replace(procs[2], cwd=ws + "-other")], 1000, set(),
                               ws) == []                                         # a sibling folder is not it
+
+
+def test_sessions_in_a_slurm_job_are_its_numbered_steps_but_not_relays_runs_or_the_watcher():
+    """devenv exec into a Slurm job is an `srun --overlap` step: its task (slurmstepd's child) is a session;
+    the batch and extern steps are the job itself, a relay to Jupyter is a browser tab, a run is the runs signal's
+    and another job's steps are not this one's."""
+    procs = [proc(10, 1, "slurmstepd: [77.batch]"), proc(11, 10, "python -m jupyterlab"),
+             proc(12, 11, "python autostop_watcher.py --in-job /h/.devenv/autostop/t-e 11"),
+             proc(20, 1, "slurmstepd: [77.extern]"), proc(21, 20, "sleep 100000000"),
+             proc(30, 1, "slurmstepd: [77.0]"),
+             proc(31, 30, "python -u -c import json,os,socket,sys,select,time\na=sys.argv[1:] 8888"),
+             proc(40, 1, "slurmstepd: [77.1]"), proc(41, 40, "sh /w/.devenv/runs/r1/supervise.sh /w/r1 0 --"),
+             proc(50, 1, "slurmstepd: [770.2]"), proc(51, 50, "bash"),
+             proc(60, 1, "slurmstepd: [77.3]"), proc(61, 60, "python train.py"), proc(62, 61, "python worker")]
+    assert [p.pid for p in w.sessions_in_job(procs, "77")] == [61]
+    assert [p.pid for p in w.sessions_in_job(procs, "770")] == [51]
+    assert w.sessions_in_job(procs, "") == []
+
+
+def test_in_a_slurm_job_the_watcher_waits_to_be_armed_for_its_job_then_ends_the_job(tmp_path):
+    """The watcher the job's launcher starts beside Jupyter adopts only a config naming its own job, and when
+    idle ends the job itself: its state says stopped first (the job's end ends the watcher too), then Jupyter
+    (the batch step) gets TERM."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    folder = tmp_path / "t-e"
+    folder.mkdir()
+    jupyter = subprocess.Popen(["sleep", "600"])
+    base = {"env": "e", "idle_s": 0.3, "interval_s": 0.1, "gpus": "none", "sessions": {"kind": "job"},
+            "runs_dir": None, "jupyter": None, "action": "stop", "action_steps": [{"end_job": 30}],
+            "ends_itself": True}
+    (folder / "config.json").write_text(json.dumps({**base, "job_id": "9999",
+                                                    "state_file": str(folder / "other.json")}))
+    watcher = subprocess.Popen([sys.executable, w.__file__, "--in-job", str(folder), str(jupyter.pid)],
+                               env={**os.environ, "SLURM_JOB_ID": "4242"})
+    try:
+        tmp = folder / "config.json.tmp"
+        tmp.write_text(json.dumps({**base, "job_id": "4242", "state_file": str(folder / "state.json")}))
+        tmp.replace(folder / "config.json")       # as `up --autostop` writes it: a new file in its place
+        assert jupyter.wait(60) == -15            # TERM: the batch step ends, so does the job
+        assert watcher.wait(60) == 0
+        state = json.loads((folder / "state.json").read_text())
+        assert (state["state"], state["reason"], state["job_id"]) == ("stopped", "idle 0 s", "4242")
+        assert not (folder / "other.json").exists()
+    finally:
+        for p in (jupyter, watcher):
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+
+
+def _busy_gpu_config(tmp_path, smi_script: str) -> dict:
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text("#!/bin/sh\n" + smi_script)
+    smi.chmod(0o755)
+    import os
+
+    return {"env": "e", "idle_s": 30, "interval_s": 10, "gpus": "0", "gpu_threshold": 5,
+            "sessions": {"kind": "host", "uid": "self", "workspace": str(tmp_path / "ws")}, "runs_dir": None,
+            "jupyter": None, "state_file": str(tmp_path / "state.json"), "action": "stop",
+            "action_steps": [{"argv": ["touch", str(tmp_path / "stopped")]}], "alive_pid": os.getpid(),
+            "nvidia_smi": str(smi)}
+
+
+def _clock_and_sleep(times: list[float]):
+    """A clock giving `times` in order, and a sleep that ends the watch (disarmed) once they are spent."""
+    left = list(times)
+    taken: list[float] = []
+
+    def clock() -> float:
+        taken.append(left.pop(0))
+        return taken[-1]
+
+    return clock, (lambda _s: None), (lambda: bool(left))
+
+
+@pytest.mark.parametrize("jumps", [[0, 10, 86400 + 20, 86400 + 30, 40, 50, 60, 1e9, 1e9 + 10, 70],
+                                   [0, -1e6, 1e6, 0, 1e12, 5, 10, 15, 20, 25, 30, 35, 40]])
+def test_a_clock_jump_never_stops_a_busy_environment(tmp_path, jumps):
+    """The clock jumps forwards by a day and back (a host's NTP step, a VM resumed): with the GPU busy the
+    environment is never stopped, however far the clock went, and the state says who holds it."""
+    import json
+
+    config = _busy_gpu_config(tmp_path, 'echo "0, 97"\n')
+    clock, sleep, armed = _clock_and_sleep(jumps)
+    assert w.watch(config, armed, clock, sleep) == "disarmed"
+    assert not (tmp_path / "stopped").exists()
+    state = json.loads((tmp_path / "state.json").read_text())
+    assert state["state"] == "watching" and state["held_by"] == ["gpu"] and state["samples"] == len(jumps)
+
+
+def test_the_same_clock_jumps_with_an_idle_gpu_count_two_intervals_at_most(tmp_path):
+    """The counterpart: idle, a jump of a day counts 20 s (two intervals), not the 30 s window; a second one
+    ends it."""
+    config = _busy_gpu_config(tmp_path, 'echo "0, 0"\n')
+    clock, sleep, armed = _clock_and_sleep([0, 86400])
+    assert w.watch(config, armed, clock, sleep) == "disarmed"
+    assert not (tmp_path / "stopped").exists()
+    clock, sleep, armed = _clock_and_sleep([0, 86400, 86400 * 2])
+    assert w.watch(config, armed, clock, sleep) == "acted"
+    assert (tmp_path / "stopped").exists()
+
+
+@pytest.mark.parametrize(("smi_script", "said"), [
+    (None, "nvidia-smi not found"),
+    ('echo "NVIDIA-SMI has failed because it couldn\'t communicate with the NVIDIA driver" >&2; exit 9\n',
+     "nvidia-smi exit 9: NVIDIA-SMI has failed"),
+    ('echo "0, [N/A]"\n', "could not convert string to float"),
+])
+def test_nvidia_smi_missing_or_failing_is_unknown_said_in_status_and_never_idle(tmp_path, smi_script, said):
+    import json
+
+    config = _busy_gpu_config(tmp_path, smi_script or "")
+    if smi_script is None:
+        config["nvidia_smi"] = str(tmp_path / "no-such-nvidia-smi")
+    clock, sleep, armed = _clock_and_sleep([t * 10.0 for t in range(12)])    # four windows' worth
+    assert w.watch(config, armed, clock, sleep) == "disarmed"
+    assert not (tmp_path / "stopped").exists()
+    state = json.loads((tmp_path / "state.json").read_text())
+    assert state["held_by"] == ["gpu"] and state["signals"]["gpu"]["state"] == "unknown"
+    assert said in state["signals"]["gpu"]["said"]
+    summary = autostop.summary({**state, "watcher_alive": True}, running=True)
+    assert said in summary["unknown"]["gpu"]
+    from devenv.cli.status_cmd import _autostop
+    from devenv.env.info import EnvStatus
+
+    row = EnvStatus(host="h", env="e", owner="me", runtime="host", state="running", autostop=summary)
+    assert f"gpu unknown: {state['signals']['gpu']['said']}" in _autostop(row)
+
+
+def test_the_tui_env_line_says_when_it_stops():
+    """The monitor's env line (services/monitor_wiring.env_state -> tui/monitor_view.header) carries the
+    watcher's words: "stops in 23 m" while it watches, "stopped: idle 90 m" once it acted, nothing otherwise."""
+    from devenv.services.monitor import HostSnapshot
+    from devenv.tui.monitor_view import HostExtras, header
+
+    watching = {"state": "watching", "window_s": 5400, "idle_for_s": 1020, "stops_in_s": 4380,
+                "watcher_alive": True}
+    assert autostop.row_words(autostop.summary(watching, running=True)) == "stops in 73 m"
+    stopped = {**watching, "state": "stopped", "reason": "idle 90 m"}
+    assert autostop.row_words(autostop.summary(stopped, running=False)) == "stopped: idle 90 m"
+    assert autostop.row_words(autostop.summary({**watching, "watcher_alive": False}, running=True)) == ""
+    assert autostop.row_words(None) == ""
+    snap = HostSnapshot(host="h200-box", state="ok", t=0.0)
+    line = header(snap, HostExtras(env_state="running (cuda), stops in 73 m"), now=0.0).plain
+    assert "env: running (cuda), stops in 73 m" in line
+
+
+def test_sessions_of_openssh_9_8_and_later_count_too():
+    """OpenSSH 9.8 split the per-session process off into sshd-session, whose title is
+    "sshd-session: alice@notty": before, only "sshd: " titles counted, so on such a host an open session held
+    nothing, on a bare host or in a container."""
+    ws = "/home/alice/devenv-workspaces/cuda"
+    procs = [proc(50, 1, "sshd: /usr/sbin/sshd -D [listener] 0 of 10-100 startups"),
+             proc(60, 50, "sshd-session: alice [priv]"), proc(61, 60, "sshd-session: alice@notty", uid=1000),
+             replace(proc(62, 61, "python train.py", uid=1000), cwd=ws)]
+    assert [p.pid for p in w.sessions_on_host(procs, 1000, set(), ws)] == [61]
+    inside = f"0::/system.slice/docker-{CID}.scope\n"
+    box = [proc(100, 90, "/sbin/docker-init -- entrypoint", inside, 1),
+           proc(101, 100, "/usr/sbin/sshd -D", inside, 5), proc(102, 101, "sshd-session: dev [priv]", inside, 6),
+           proc(103, 102, "sshd-session: dev@pts/0", inside, 7), proc(104, 103, "-bash", inside, 8)]
+    assert [p.pid for p in w.sessions_in_container(box, CID)] == [103]

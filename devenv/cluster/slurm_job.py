@@ -185,9 +185,13 @@ def _check_path(path: str) -> str:
     return path
 
 
-def batch_script(python: str, launcher: str, env_dir: str, workspace: str, preferred_port: int) -> str:
-    """The job script: exec the launcher (so Slurm's signals at cancel/time limit reach Jupyter directly)."""
+def batch_script(python: str, launcher: str, env_dir: str, workspace: str, preferred_port: int,
+                 autostop_dir: str | None = None) -> str:
+    """The job script: exec the launcher (so Slurm's signals at cancel/time limit reach Jupyter directly). With
+    autostop_dir, the launcher starts the autostop watcher in the job, waiting there to be armed."""
     argv = [python, _check_path(launcher), _check_path(env_dir), _check_path(workspace), str(int(preferred_port))]
+    if autostop_dir:
+        argv.append(_check_path(autostop_dir))
     return ("#!/bin/bash\n"
             "# devenv environment job: Jupyter on this node's loopback, reached through `srun --overlap`.\n"
             "set -u\n"
@@ -210,6 +214,12 @@ with open(tmp, "w") as f:
     json.dump(state, f)
 os.replace(tmp, os.path.join(d, "job-%s.json" % job))
 print("devenv: jupyter for job %s on %s port %d" % (job, state["node"], port), flush=True)
+watcher = os.path.join(d, "autostop_watcher.py")
+if len(sys.argv) > 4 and os.path.exists(watcher):   # waits beside Jupyter (this pid, once exec'd) to be armed
+    import subprocess
+    with open(os.path.join(d, "autostop-%s.log" % job), "ab") as log:
+        subprocess.Popen([sys.executable, watcher, "--in-job", sys.argv[4], str(os.getpid())],
+                         stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, close_fds=True)
 os.chdir(workspace)
 os.execv(sys.executable, [sys.executable, "-m", "jupyterlab", "--config=" + os.path.join(d, "jupyter_server_config.py"),
                           "--ServerApp.port=%d" % port, "--ServerApp.root_dir=" + workspace])

@@ -45,7 +45,15 @@ def services_for(host_profiles: dict[str, HostProfile], accept_new_host: bool = 
     def env_state(name: str) -> str:
         with session(name) as s:
             found = s.backend.find(s.env.name)
-            return f"{found.state} ({found.env})" if found else f"none ({s.env.name})"
+            if not found:
+                return f"none ({s.env.name})"
+            words = ""
+            if s.backend.autostops:   # "running (cuda), stops in 23 m": the watcher's state, one more round trip
+                from devenv.services.environments import autostop
+
+                state = s.backend.autostop_states().get(f"{found.owner}-{found.env}")
+                words = autostop.row_words(autostop.summary(state, found.running) if state else None)
+            return f"{found.state} ({found.env})" + (f", {words}" if words else "")
 
     def follow_logs(name: str) -> Iterator[str]:
         with session(name) as s:

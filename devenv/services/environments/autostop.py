@@ -45,6 +45,9 @@ class AutostopPlan:
     runs_exec: list[str] = field(default_factory=list)   # how to ask inside when the runs cannot be read
     hook_cwd: str | None = None
     alive_pid: int | None = None        # a bare host's Jupyter: once it is gone, the watcher ends
+    job_id: str | None = None           # a Slurm job: the watcher waits in it for a config naming this job
+    in_environment: bool = False        # the environment starts the watcher itself (a Slurm job's launcher)
+    ends_itself: bool = False           # the action ends the watcher too (its state is written first)
 
 
 def config_of(plan: AutostopPlan, setting: Autostop, owner: str, env_name: str) -> dict[str, Any]:
@@ -62,7 +65,8 @@ def config_of(plan: AutostopPlan, setting: Autostop, owner: str, env_name: str) 
             "runs_dir": plan.runs_dir, "runs_exec": plan.runs_exec, "jupyter": jupyter,
             "state_file": f"{folder}/state.json", "action": setting.action,
             "action_steps": plan.stop_steps if setting.action == "stop" else plan.down_steps,
-            "hook_argv": hook, "hook_cwd": plan.hook_cwd, "alive_pid": plan.alive_pid}
+            "hook_argv": hook, "hook_cwd": plan.hook_cwd, "alive_pid": plan.alive_pid, "job_id": plan.job_id,
+            "ends_itself": plan.ends_itself}
 
 
 def watcher_source() -> bytes:
@@ -82,7 +86,9 @@ _END_OLD = ('if [ -f "$d/pid" ]; then read -r p < "$d/pid"; '
 
 def arm(conn: Connection, plan: AutostopPlan, setting: Autostop, owner: str, env_name: str) -> None:
     """(Re)start the environment's watcher, detached (setsid nohup), with its config; the idle clock starts at
-    zero. One round trip; contents travel base64 on stdin, one per line."""
+    zero. One round trip; contents travel base64 on stdin, one per line. Where the environment runs the
+    watcher itself (in_environment: a Slurm job), only the files are written: the watcher there sees its new
+    config and starts over with it."""
     key = _check_key(plan.key)
     files = [("autostop_watcher.py", watcher_source()),
              ("config.json", json.dumps(config_of(plan, setting, owner, env_name)).encode())]
@@ -90,13 +96,14 @@ def arm(conn: Connection, plan: AutostopPlan, setting: Autostop, owner: str, env
         files.append(("jupyter_token", plan.token.encode() + b"\n"))
     writes = "".join(f'read -r b; put "$d"/{name} "$b" || exit 5\n' for name, _ in files)
     python = shlex.quote(plan.python)
+    start = ('rm -f "$d/state.json" "$d/pid"\n' if plan.in_environment else
+             f'rm -f "$d/state.json"; command -v {python} >/dev/null 2>&1 || exit 7\n'
+             f'setsid nohup {python} "$d/autostop_watcher.py" "$d/config.json" </dev/null >>"$d/watcher.log" 2>&1 &\n'
+             'echo $! > "$d/pid"\n')
     script = (f'd={ROOT.replace("~", "$HOME", 1)}/{key}; mkdir -p "$d" && chmod 700 "$d" || exit 5\n'
               + _END_OLD +
               "umask 077; put() { printf %s \"$2\" | base64 -d > \"$1.tmp\" && mv -f \"$1.tmp\" \"$1\"; }\n"
-              + writes +
-              f'rm -f "$d/state.json"; command -v {python} >/dev/null 2>&1 || exit 7\n'
-              f'setsid nohup {python} "$d/autostop_watcher.py" "$d/config.json" </dev/null >>"$d/watcher.log" 2>&1 &\n'
-              'echo $! > "$d/pid"\n')
+              + writes + start)
     data = b"".join(base64.b64encode(content) + b"\n" for _, content in files)
     result = conn.run(script, stdin=data, timeout=60)
     if result.exit_code == 7:
@@ -154,6 +161,8 @@ def summary(state: dict[str, Any], running: bool) -> dict[str, Any]:
         phase = "not watching"        # the watcher is gone (a host reboot): nothing will stop it
     if phase in ("stopped", "stopping") and running:
         phase = "not watching"        # brought back by an `up` that did not arm autostop again
+    if phase == "watching" and not running:
+        phase = "not watching"        # what it watched is not running (a Slurm job that ended otherwise)
     unknown = {name: s.get("said", "") for name, s in (state.get("signals") or {}).items()
                if s.get("state") == "unknown"}
     return {"state": phase, "window_s": window, "idle_for_s": float(state.get("idle_for_s") or 0),
@@ -161,3 +170,18 @@ def summary(state: dict[str, Any], running: bool) -> dict[str, Any]:
             "held_by": list(state.get("held_by") or []), "unknown": unknown, "action": state.get("action"),
             "reason": state.get("reason") or "", "active_gpu_s": float(state.get("active_gpu_s") or 0),
             "idle_gpu_s": float(state.get("idle_gpu_s") or 0), "updated_at": state.get("updated_at")}
+
+
+def row_words(summary_: dict[str, Any] | None) -> str:
+    """An environment's autostop in a row's few words (the TUI's env line): "stops in 23 m", "stopped: idle 90 m",
+    "autostop: stopping"; "" where nothing watches it."""
+    from devenv.config.autostop import describe_window
+
+    if not summary_:
+        return ""
+    phase = summary_.get("state")
+    if phase == "watching":
+        return f"stops in {describe_window(float(summary_.get('stops_in_s') or 0))}"
+    if phase == "stopped":
+        return f"stopped: {summary_.get('reason') or 'idle'}"
+    return "autostop: stopping" if phase == "stopping" else ""

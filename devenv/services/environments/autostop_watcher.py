@@ -13,6 +13,10 @@ busy environment. Idle time accrues on the MONOTONIC clock, and a gap between sa
 (the watcher was starved, the host slept) adds at most two intervals: a clock jump never stops anything.
 Once idle for idle_s: the hook (if any) runs, then the action (stop or down); the state file says why.
 
+In a Slurm job (`autostop_watcher.py --in-job FOLDER JUPYTER_PID`) the job's launcher starts it on the job's
+node beside Jupyter; it waits there for `up --autostop` to arm it (FOLDER/config.json naming this job, on the
+shared file system), and ends the job itself when idle (its Jupyter, the batch step, is ended; else scancel).
+
 The judging logic (Judge, the parsers, the pure signal readers over /proc snapshots) is importable and tested
 without a host (tests/test_autostop_watcher.py); main() is the only part that touches the machine.
 """
@@ -27,6 +31,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -174,8 +179,28 @@ def sessions_on_host(procs: list[Proc], uid: int, exclude: set[int], workspace: 
             and (not root or in_workspace(p.pid))]
 
 
+# the tasks of a job's steps that are no session: the login node's relay to Jupyter (slurm_job.RELAY), a detached
+# run's supervisor (counted as a run), and this watcher
+_NOT_SESSIONS = ("import json,os,socket,sys,select,time", "supervise.sh", "autostop_watcher")
+
+
+def sessions_in_job(procs: list[Proc], job_id: str) -> list[Proc]:
+    """Sessions into a Slurm job on this node: the tasks of its numbered steps (`devenv exec` is an
+    `srun --overlap` step; slurmstepd's title is "slurmstepd: [JOB.STEP]"), except its relays to Jupyter (a
+    browser tab is no session, as a tunnel is not on the other backends), its detached runs (the runs signal
+    counts those) and the watcher; the batch and extern steps are the job itself."""
+    if not job_id:
+        return []
+    steps = {p.pid for p in procs if p.cmd.startswith(f"slurmstepd: [{job_id}.")
+             and p.cmd[len(f"slurmstepd: [{job_id}."):].split("]")[0].isdigit()}
+    return [p for p in procs if p.ppid in steps and not p.cmd.startswith("slurmstepd")
+            and not any(marker in p.cmd for marker in _NOT_SESSIONS)]
+
+
 def _sshd_session(p: Proc) -> bool:
-    return p.cmd.startswith("sshd: ") and "@" in p.cmd
+    """A session's process: "sshd: alice@pts/0"; from OpenSSH 9.8 on, sshd-session runs it under its own title,
+    "sshd-session: alice@pts/0"."""
+    return p.cmd.startswith(("sshd: ", "sshd-session: ")) and "@" in p.cmd
 
 
 def run_phase(has_exit: bool, pid_line: str | None, proc_stat: str | None) -> str:
@@ -244,7 +269,7 @@ def state_record(config: dict[str, Any], judge: Judge, signals: dict[str, Signal
             "stops_in_s": round(judge.stops_in, 1), "held_by": judge.held_by,
             "signals": {name: {"state": s.state, "said": s.said} for name, s in signals.items()},
             "active_gpu_s": round(gpu_s.active, 1), "idle_gpu_s": round(gpu_s.idle, 1),
-            "action": config.get("action", "stop"), "reason": reason,
+            "action": config.get("action", "stop"), "reason": reason, "job_id": config.get("job_id"),
             "updated_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
 
 
@@ -397,7 +422,7 @@ def environment_gone(config: dict[str, Any], procs: list[Proc]) -> bool:
     if scope["kind"] == "container":
         return container_init(procs, scope["container_id"]) is None
     pid = int(config.get("alive_pid") or 0)
-    return pid > 0 and not _alive(pid)
+    return pid > 0 and not _alive(pid)   # a bare host's or a Slurm job's Jupyter
 
 
 def sample(config: dict[str, Any], seen: JupyterSeen) -> tuple[dict[str, Signal], dict[int, float] | None]:
@@ -412,6 +437,8 @@ def sample(config: dict[str, Any], seen: JupyterSeen) -> tuple[dict[str, Signal]
         sessions = sessions_in_container(procs, scope["container_id"])
         init = container_init(procs, scope["container_id"])
         root = f"/proc/{init}/root" if init else ""
+    elif scope["kind"] == "job":
+        sessions = sessions_in_job(procs, str(config.get("job_id") or ""))
     else:
         uid = os.getuid() if scope.get("uid", "self") == "self" else int(scope["uid"])
         workspace = os.path.realpath(os.path.expanduser(scope["workspace"])) if scope.get("workspace") else ""
@@ -481,7 +508,33 @@ def act(config: dict[str, Any]) -> str:
                 notes.append(f"{argv[0]} failed ({exc.__class__.__name__})")
         elif "killpg" in step:
             _end_group(int(step["killpg"]))
+        elif "end_job" in step:
+            notes += _end_job(config, float(step["end_job"]))
     return "; ".join(notes)
+
+
+def _end_job(config: dict[str, Any], grace_s: float) -> list[str]:
+    """A Slurm job ends itself: its Jupyter (the batch step, which the launcher became) is sent TERM, so the
+    batch script exits and Slurm ends the job (COMPLETED: status shows it ended, and why); where Jupyter is
+    still there after grace_s, `scancel` of the job's own id. Slurm ends this watcher with the job."""
+    pid, job = int(config.get("alive_pid") or 0), str(config.get("job_id") or "")
+    if pid > 1:
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except OSError:
+            pass
+        deadline = time.monotonic() + grace_s
+        while time.monotonic() < deadline and _alive(pid):
+            time.sleep(0.2)
+        if not _alive(pid):
+            return []
+    if not job.isdigit():
+        return ["no job id to cancel"]
+    try:
+        subprocess.run(["scancel", job], capture_output=True, timeout=120)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return [f"scancel failed ({exc.__class__.__name__})"]
+    return []
 
 
 def _end_group(pid: int) -> None:
@@ -500,34 +553,100 @@ def _end_group(pid: int) -> None:
         pass
 
 
-def main(argv: list[str]) -> int:
-    with open(argv[1]) as f:
-        config = json.load(f)
+def watch(config: dict[str, Any], armed: Callable[[], bool] = lambda: True,
+          clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep) -> str:
+    """Sample until the window ends ("acted"), the environment is gone ("gone") or the watcher is no longer
+    armed as it was ("disarmed": its config changed or went, or its folder is gone)."""
     judge = Judge(float(config["idle_s"]), float(config["interval_s"]))
     gpu_s, seen = GpuSeconds(), JupyterSeen()
     state_file = os.path.expanduser(config["state_file"])
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     samples = 0
     while True:
-        now = time.monotonic()
+        if not armed():
+            return "disarmed"
+        now = clock()
         gap = 0.0 if judge.last is None else min(now - judge.last, 2 * judge.interval_s)
         try:
             signals, utilization = sample(config, seen)
         except EnvironmentGone:
-            write_state(state_file, {**state_record(config, judge, {}, gpu_s, "ended",
-                                                    "the environment stopped by other means"), "samples": samples})
-            return 0
+            _write(state_file, {**state_record(config, judge, {}, gpu_s, "ended",
+                                               "the environment stopped by other means"), "samples": samples})
+            return "gone"
         samples += 1
         gpu_s.add(gap, list(utilization.values()) if utilization else None, float(config.get("gpu_threshold", 5)))
         if judge.observe(now, signals):
-            write_state(state_file, state_record(config, judge, signals, gpu_s, "stopping",
-                                                 f"idle {describe(judge.idle_s)}"))
+            reason = f"idle {describe(judge.idle_s)}"
+            if config.get("ends_itself"):   # the action ends this watcher too (a Slurm job): said first
+                _write(state_file, state_record(config, judge, signals, gpu_s, "stopped", reason))
+                act(config)
+                return "acted"
+            _write(state_file, state_record(config, judge, signals, gpu_s, "stopping", reason))
             notes = act(config)
-            reason = f"idle {describe(judge.idle_s)}" + (f"; {notes}" if notes else "")
-            write_state(state_file, state_record(config, judge, signals, gpu_s, "stopped", reason))
-            return 0
-        write_state(state_file, {**state_record(config, judge, signals, gpu_s, "watching"), "samples": samples})
-        time.sleep(judge.interval_s)
+            _write(state_file, state_record(config, judge, signals, gpu_s, "stopped",
+                                            reason + (f"; {notes}" if notes else "")))
+            return "acted"
+        if not _write(state_file, {**state_record(config, judge, signals, gpu_s, "watching"), "samples": samples}):
+            return "disarmed"     # its folder was removed (down, --no-autostop)
+        sleep(judge.interval_s)
+
+
+def _write(path: str, record: dict[str, Any]) -> bool:
+    try:
+        write_state(path, record)
+        return True
+    except OSError:
+        return False
+
+
+def _stamp(path: str) -> tuple[int, int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_ino, st.st_mtime_ns, st.st_size
+
+
+def _still(path: str, stamp: tuple[int, int, int]) -> Callable[[], bool]:
+    return lambda: _stamp(path) == stamp
+
+
+def in_job(folder: str, jupyter_pid: int, poll_s: float = 2.0) -> int:
+    """In a Slurm job, started by the job's launcher beside its Jupyter (jupyter_pid, the batch step): wait for
+    devenv to arm autostop (FOLDER/config.json for this job, written by `up` on the login node, on the file
+    system the nodes share), watch while it stays armed as it was, and wait again when it is turned off or armed
+    anew. One stat every poll_s while not armed; ends with the job (or once it ended the job)."""
+    job = os.environ.get("SLURM_JOB_ID", "")
+    path = os.path.join(folder, "config.json")
+    seen: tuple[int, int, int] | None = None
+    while _alive(jupyter_pid):
+        stamp = _stamp(path)
+        if stamp is not None and stamp != seen:
+            seen = stamp
+            try:
+                with open(path) as f:
+                    config = json.load(f)
+            except (OSError, ValueError):
+                config = None
+            if isinstance(config, dict) and job and str(config.get("job_id")) == job:
+                config["alive_pid"] = jupyter_pid
+                if config.get("gpus") == "job":   # the job's GPUs, as nvidia-smi in the job shows them
+                    config["gpus"] = "all" if os.environ.get("SLURM_JOB_GPUS") or \
+                        os.environ.get("CUDA_VISIBLE_DEVICES") else "none"
+                if watch(config, _still(path, stamp)) in ("acted", "gone"):
+                    return 0
+                continue
+        time.sleep(poll_s)
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    if len(argv) >= 4 and argv[1] == "--in-job":
+        return in_job(argv[2], int(argv[3]))
+    with open(argv[1]) as f:
+        config = json.load(f)
+    watch(config)
+    return 0
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ import json
 import os
 import shutil
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -150,3 +151,99 @@ def test_bare_host_env_holds_while_a_detached_run_runs_then_stops(test_env, host
         shutil.rmtree(os.path.expanduser(f"~/.devenv/envs/{key}"), ignore_errors=True)
         shutil.rmtree(os.path.expanduser(f"~/.devenv/autostop/{key}"), ignore_errors=True)
         shutil.rmtree(workspace, ignore_errors=True)
+
+
+# --- a GPU and a kernel: on a bare host whose nvidia-smi is tests/replay's H200 recording held at a tick where
+# GPU 0 is under load and GPU 1 idle (env_testing.replay_gpu_host: our own sshd, its sessions' PATH has the replay)
+
+
+@pytest.fixture
+def bare_gpubox(tmp_path, host_python):
+    from env_testing import replay_gpu_host
+    from sshd_fixture import free_port
+
+    with replay_gpu_host(tmp_path, "bare", f"runtime: host\npython: {host_python}\n") as box:
+        for env, gpus in (("busy", "[0]"), ("idle", "[1]")):
+            (box.home / "profiles" / "envs" / f"{env}.yaml").write_text(
+                f"image: devenv/pytorch:unused-on-a-bare-host\ngpus: {gpus}\nports:\n  jupyter: {free_port()}\n")
+        try:
+            yield box, tmp_path / "sshd" / "home"     # the replay sshd's sessions' HOME: the watchers are there
+        finally:
+            for env in ("busy", "idle"):
+                box.devenv("down", "bare", "--env", env, "--purge", "--yes")
+
+
+def test_bare_host_env_holds_while_its_gpu_is_busy_or_a_kernel_runs_a_cell_then_stops(bare_gpubox):
+    """Two environments on one host, the same window: the one on the busy GPU is held by "gpu" all along; the one
+    on the idle GPU is held while a kernel runs a cell (executed through Jupyter's real API), then stops once the
+    cell is done, and `up` brings it back with its workspace."""
+    from jupyter_client import JupyterClient
+
+    box, home = bare_gpubox
+
+    def state_of(env: str) -> dict:
+        try:
+            return json.loads((home / ".devenv" / "autostop" / f"t-{env}" / "state.json").read_text())
+        except (OSError, ValueError):
+            return {}
+
+    def held(env: str, holder: str, windows: int = 3) -> dict:
+        first = wait_for(f"{env} held by {holder}", lambda: (s := state_of(env)).get("samples")
+                         and holder in s.get("held_by", []) and s)
+        needed = first["samples"] + windows * int(first["window_s"] / first["interval_s"] + 1)
+        state = wait_for(f"{needed} samples of {env}", lambda: (s := state_of(env)).get("samples", 0) >= needed
+                         and s)
+        assert state["state"] == "watching" and holder in state["held_by"], state
+        return state
+
+    def up(env: str, *args: str) -> dict:
+        done = box.devenv("up", "bare", "--env", env, "--detach", "--json", *args)
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout)
+
+    busy = up("busy", "--autostop", WINDOW)
+    busy_pid = int(busy["status"]["container"])
+    state = held("busy", "gpu")
+    assert state["signals"]["gpu"] == {"state": "active", "said": state["signals"]["gpu"]["said"]}
+    assert state["signals"]["gpu"]["said"].startswith("GPU 0 ")
+
+    idle = up("idle")
+    idle_pid = int(idle["status"]["container"])
+    workspace = home / "devenv-workspaces" / "idle"
+    (workspace / "note").write_text("kept\n")
+    go = workspace / "go"
+    url = f"http://127.0.0.1:{idle['jupyter']['host_port']}/lab?token={idle['jupyter']['token']}"
+    done: list = []
+    with JupyterClient(url, timeout=60) as jc:
+        kernel = jc.start_kernel()
+        cell = threading.Thread(target=lambda: done.append(jc.execute(
+            kernel, f"import os, time\nwhile not os.path.exists({str(go)!r}):\n    time.sleep(0.2)\n'done'",
+            timeout=BOUND_S * 3)))
+        cell.start()
+        try:
+            wait_for("the kernel busy", lambda: any(k["execution_state"] == "busy" for k in jc.api(
+                "/api/kernels").json()))
+            armed = up("idle", "--autostop", WINDOW)
+            assert any(n.startswith("autostop: stop after 4 s idle") for n in armed["notes"]), armed["notes"]
+            state = held("idle", "jupyter")
+            assert state["signals"]["gpu"]["state"] == "idle", state      # GPU 1: the kernel alone holds it
+            assert Path(f"/proc/{idle_pid}").exists()
+        finally:
+            go.touch()
+            cell.join(BOUND_S)
+        assert done and done[0].status == "ok" and done[0].result == "'done'", done
+    state = wait_for("the idle env stopped", lambda: (s := state_of("idle")).get("state") == "stopped" and s)
+    assert state["reason"] == "idle 4 s"
+    wait_for("its Jupyter ended", lambda: not Path(f"/proc/{idle_pid}").exists())
+
+    # all the while, the env on the busy GPU was held by it, and still is
+    state = state_of("busy")
+    assert state["state"] == "watching" and state["held_by"] == ["gpu"], state
+    assert Path(f"/proc/{busy_pid}").exists()
+    text = box.devenv("status", "bare").stdout
+    assert "stopped: idle 4 s" in text and "in use (gpu)" in text, text
+
+    again = up("idle")
+    assert again["action"] == "started", again
+    assert (workspace / "note").read_text() == "kept\n"
+

@@ -20,7 +20,7 @@ import json
 import shlex
 import time
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from devenv.cluster import slurm_job, slurm_text
 from devenv.cluster.errors import JobEnded, JobRejected, QueueTimeout
@@ -34,6 +34,7 @@ from devenv.env.info import EnvStatus
 from devenv.errors import ConnectError, DevenvError, NotConfirmed
 from devenv.services import jupyter
 from devenv.services.background import Background
+from devenv.services.environments import autostop
 from devenv.services.environments.contract import (
     Check,
     CommandTarget,
@@ -242,7 +243,8 @@ class SlurmEnvironments(FlowBackend):
         self._fresh_token = fresh
         self._prepared = Background(lambda: self.files.prepare_in_one(
             env_key, self.files.workspace(env.name), fresh, _FACTS,
-            {"launch.py": slurm_job.LAUNCHER.encode()}, self._need_jupyterlab), "devenv-slurm-prepare")
+            {"launch.py": slurm_job.LAUNCHER.encode(), "autostop_watcher.py": autostop.watcher_source()},
+            self._need_jupyterlab), "devenv-slurm-prepare")
         try:
             return super().up(env, key, events=events, options=options)
         finally:   # on every way out: a failure's news is the failure, not what the files' round trip found
@@ -307,7 +309,8 @@ class SlurmEnvironments(FlowBackend):
         env_dir, workspace = self._abs(self.files.env_dir(env_key)), self._abs(self.files.workspace(env.name))
         request = JobRequest(self.settings, self.job_name(env.name), envspec.spec_hash(spec), f"{env_dir}/job-%j.log",
                              workspace)
-        script = slurm_job.batch_script(self.host.python, f"{env_dir}/launch.py", env_dir, workspace, spec["port"])
+        script = slurm_job.batch_script(self.host.python, f"{env_dir}/launch.py", env_dir, workspace, spec["port"],
+                                        self._abs(f"{autostop.ROOT}/{env_key}"))
         events.step(f"Submitting the job ({_describe(self.settings)})")
         job_id = self.slurm.submit(request, script)
         envstate.update(self.host.name, env.name, container=job_id, token=token, ports={})
@@ -666,6 +669,38 @@ class SlurmEnvironments(FlowBackend):
         _, job, state = self.running(env_name)
         return slurm_job.exec_command(job.job_id, state["node"], self.host.python,
                                       self._abs(self.files.workspace(env_name)), argv, tty)
+
+    autostops = True
+
+    def autostop_plan(self, env: EnvProfile, result: UpResult) -> autostop.AutostopPlan:
+        """The watcher runs in the job, on its first node beside Jupyter: the job's launcher starts it and it
+        waits there until this writes its config (naming the job) on the shared file system. Sessions are the
+        job's `srun --overlap` steps (devenv exec), not its relays to Jupyter; its GPUs are the job's. Stop and
+        down both end the job (its Jupyter, the batch step, ends; else scancel): the allocation is freed, the
+        workspace stays, and the next `up` submits a new job."""
+        from devenv.env.runs import RUNS_FOLDER
+
+        job_id = result.status.job_id or result.status.container
+        if not job_id or not job_id.split("_")[0].isdigit():
+            raise DevenvError(f"no job for '{env.name}' to watch", "run `devenv up` again")
+        workspace = self._abs(self.files.workspace(env.name))
+        env_dir = self._abs(self.files.env_dir(self.key(env.name)))
+        end = [{"end_job": 30}]
+        port = result.jupyter.port if result.jupyter is not None else result.status.ports.get("jupyter")
+        return autostop.AutostopPlan(
+            key=self.key(env.name), python=self.host.python, sessions={"kind": "job"},
+            gpus="job" if self.settings.gpus_per_node else "none", runs_dir=f"{workspace}/{RUNS_FOLDER}",
+            stop_steps=end, down_steps=end, hook_prefix=[], hook_cwd=workspace, jupyter_port=port,
+            token_file=f"{env_dir}/jupyter_token", job_id=job_id, in_environment=True, ends_itself=True)
+
+    def autostop_states(self) -> dict[str, dict[str, Any]]:
+        """The watchers' states on the shared file system; one in a job lives while its job runs (status shows
+        "not watching" once the job ended by other means)."""
+        states = super().autostop_states()
+        for state in states.values():
+            if state.get("job_id"):
+                state["watcher_alive"] = True
+        return states
 
     def _env_path(self, env_name: str, name: str) -> str:
         """A file in the env's dir, absolute and quoted for the login node's shell."""
