@@ -20,6 +20,7 @@ import argparse
 import contextlib
 import json
 import os
+import resource
 import secrets
 import shlex
 import statistics
@@ -38,7 +39,10 @@ from harness import machine  # noqa: E402
 
 
 def run(*argv: str, stdin: str | None = None, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(list(argv), capture_output=True, text=True, input=stdin, env=env, check=True, timeout=1800)
+    done = subprocess.run(list(argv), capture_output=True, text=True, input=stdin, env=env, timeout=1800)
+    if done.returncode != 0:
+        sys.exit(f"{shlex.join(argv)[:300]} -> {done.returncode}\n{done.stderr[-2000:]}")
+    return done
 
 
 def image_id(engine: str, ref: str) -> str | None:
@@ -88,7 +92,8 @@ def main() -> None:
             (tmp_home / "profiles" / "hosts" / "testbox-docker2.yaml").write_text(d2.host_profile(str(key)))
             with open(tmp_known, "a") as f:
                 f.write(d2.known_hosts_line())
-            dest, dest_ssh, dest_load = "testbox-docker2", [*ssh, "-p", str(d2.port), "root@127.0.0.1"], "docker load"
+            dest, dest_ssh, dest_load = "testbox-docker2", [*ssh, "-i", str(key), "-o", "IdentitiesOnly=yes",
+                                                         "-p", str(d2.port), "root@127.0.0.1"], "docker load"
 
             def dest_id(ref: str) -> str | None:
                 return d2.image_id(ref)
@@ -115,14 +120,18 @@ def main() -> None:
         }
         ways = {way: all_ways[way] for way in args.ways.split(",")}
         times: dict[str, list[float]] = {way: [] for way in ways}
+        cpu: dict[str, list[float]] = {way: [] for way in ways}   # user+sys of the way's processes here
         loads: list[float] = []
         for _ in range(args.repeat):
             for way, (argv, way_env) in ways.items():
                 assert dest_id(source_id) is None
                 loads.append(os.getloadavg()[0])
+                before = resource.getrusage(resource.RUSAGE_CHILDREN)
                 started = time.perf_counter()
                 run(*argv, env=way_env)
                 times[way].append(time.perf_counter() - started)
+                after = resource.getrusage(resource.RUSAGE_CHILDREN)
+                cpu[way].append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
                 assert dest_id(source_id) == source_id, f"{way} did not load {source_id}"
                 dest_rmi(source_id)
     result = {
@@ -140,7 +149,8 @@ def main() -> None:
     print(f"{result['machine']}; image {size / 1e6:.0f} MB -> {args.dest}, {args.repeat} runs each, alternating; "
           f"load (1 min) min/median/max {result['load_avg_1m']}")
     for way, row in result["ways"].items():
-        print(f"  {way:8s} median {row['median_s']:6.2f} s  {row['mb_s']:6.1f} MB/s   runs {row['runs_s']}")
+        print(f"  {way:8s} median {row['median_s']:6.2f} s  {row['mb_s']:6.1f} MB/s  cpu here {row['cpu_s_median']} s"
+              f"   runs {row['runs_s']}")
     for way in times:
         if f"{way}_vs_plain" in result:
             print(f"  {way} throughput / plain: {result[f'{way}_vs_plain']:.3f}x")
