@@ -112,7 +112,7 @@ def main() -> None:
         stack.callback(dest_rmi, source_id)
         stack.callback(subprocess.run, ["docker", "rmi", "-f", image], capture_output=True)
         plain = f"{shlex.join(ssh)} testbox docker save {image} | {shlex.join(dest_ssh)} {dest_load}"
-        push = [sys.executable, "-m", "devenv", "image", "push", "testbox", dest, "--env", env_name]
+        push = [sys.executable, "-m", "devenv", "image", "push", "testbox", dest, "--env", env_name, "--json"]
         all_ways = {
             "plain": (["bash", "-o", "pipefail", "-c", plain], environ),
             "devenv": (push, {**environ, "DEVENV_PIPE": "openssh"}),
@@ -121,6 +121,7 @@ def main() -> None:
         ways = {way: all_ways[way] for way in args.ways.split(",")}
         times: dict[str, list[float]] = {way: [] for way in ways}
         cpu: dict[str, list[float]] = {way: [] for way in ways}   # user+sys of the way's processes here
+        stream: dict[str, list[float]] = {way: [] for way in ways}   # devenv's own: the stream alone, logins done
         loads: list[float] = []
         for _ in range(args.repeat):
             for way, (argv, way_env) in ways.items():
@@ -128,8 +129,10 @@ def main() -> None:
                 loads.append(os.getloadavg()[0])
                 before = resource.getrusage(resource.RUSAGE_CHILDREN)
                 started = time.perf_counter()
-                run(*argv, env=way_env)
+                done = run(*argv, env=way_env)
                 times[way].append(time.perf_counter() - started)
+                if way != "plain":
+                    stream[way].append(json.loads(done.stdout[done.stdout.index("{"):])["hosts"][dest]["seconds"])
                 after = resource.getrusage(resource.RUSAGE_CHILDREN)
                 cpu[way].append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
                 assert dest_id(source_id) == source_id, f"{way} did not load {source_id}"
@@ -138,7 +141,10 @@ def main() -> None:
         "machine": machine(), "image_bytes": size, "repeat": args.repeat, "dest": args.dest,
         "load_avg_1m": [min(loads), statistics.median(loads), max(loads)],
         "ways": {way: {"median_s": round(statistics.median(runs), 2), "runs_s": [round(r, 2) for r in runs],
-                       "mb_s": round(size / 1e6 / statistics.median(runs), 1)} for way, runs in times.items()},
+                       "mb_s": round(size / 1e6 / statistics.median(runs), 1),
+                       "cpu_s_median": round(statistics.median(cpu[way]), 2),
+                       "stream_s_median": round(statistics.median(stream[way]), 2) if stream[way] else None}
+                 for way, runs in times.items()},
     }
     for way in times:
         if way != "plain" and "plain" in times:

@@ -52,3 +52,22 @@ def test_a_command_that_never_starts_is_said():
     pipe = OpenSSHPipe(["false"], "true", _stop, writes=False)
     with pytest.raises(NoStart, match="could not start"):
         pipe.started(10)
+
+
+def test_a_gated_command_runs_only_after_go_and_gets_the_stream_whole(tmp_path: Path):
+    ran = tmp_path / "ran"
+    idle = OpenSSHPipe(LOCAL, f"touch {ran}", _stop, writes=False, gated=True)
+    idle.started(10)
+    idle.dismiss()
+    assert not ran.exists()   # dismissed before go: it never ran
+    saver = OpenSSHPipe(LOCAL, "head -c 3000000 /dev/urandom | tee " + str(tmp_path / "sent"), _stop,
+                        writes=False, gated=True)
+    loader = OpenSSHPipe(LOCAL, f"cat > {tmp_path / 'got'}", _stop, writes=True, gated=True)
+    saver.started(10)
+    loader.started(10)
+    saver.go(then_close=True)
+    loader.go(then_close=False)
+    while splice_step(saver.stdout_fd, loader.stdin_fd) != 0:
+        pass
+    assert saver.finish(10).ok and loader.finish(10).ok
+    assert (tmp_path / "got").read_bytes() == (tmp_path / "sent").read_bytes()   # the go line is not in it

@@ -56,11 +56,16 @@ class NoStart(OSError):
 class OpenSSHPipe:
     """`ssh OPTIONS -- DEST 'command'` with stdin (when `writes`) and stdout as pipes here; stderr collected."""
 
-    def __init__(self, ssh_argv: list[str], command: str, stop: Callable[[str], object], *, writes: bool):
+    def __init__(self, ssh_argv: list[str], command: str, stop: Callable[[str], object], *, writes: bool,
+                 gated: bool = False):
+        """writes: stdin is the stream (else stdout is, and is not read here). gated: the command waits for
+        `go()` (a line on its stdin) and exits quietly on `dismiss()`: ssh logs in while devenv asks its
+        questions, and nothing starts that is not wanted."""
         self.command = command
         self._stop = stop
-        self._proc = subprocess.Popen([*ssh_argv, wrap_command(command, None)],
-                                      stdin=subprocess.PIPE if writes else subprocess.DEVNULL,
+        script = f'IFS= read -r go && [ "$go" = go ] || exit 0\n{command}' if gated else command
+        self._proc = subprocess.Popen([*ssh_argv, wrap_command(script, None)],
+                                      stdin=subprocess.PIPE if writes or gated else subprocess.DEVNULL,
                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
         assert self._proc.stdout is not None and self._proc.stderr is not None
         for pipe in (self._proc.stdin, self._proc.stdout):
@@ -120,6 +125,24 @@ class OpenSSHPipe:
         fd = self._proc.stdout.fileno()
         for chunk in iter(lambda: os.read(fd, 65536), b""):
             self._stdout += chunk
+
+    def go(self, *, then_close: bool) -> None:
+        """Let a gated command start (bash's `read` takes the line byte by byte: the stream after it is untouched)."""
+        try:
+            os.write(self.stdin_fd, b"go\n")
+        except OSError:
+            pass   # ssh is gone: started() or the stream says how
+        if then_close:
+            self.close_input()
+
+    def dismiss(self, timeout: float = 10) -> None:
+        """A gated command not wanted after all: its stdin ends before `go`, it exits 0; killed if it lingers."""
+        self.close_input()
+        try:
+            self._proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.abort()
+        self._closed = True
 
     def close_input(self) -> None:
         """The end of the command's stdin (a whole stream: `load` may now take it)."""

@@ -75,8 +75,15 @@ def inspect(host: EngineHost, image: str | None = None) -> HostImage:
 def push(source: EngineHost, dests: list[EngineHost], *, parallel: int = 4,
          on_progress: ProgressFn | None = None, on_note: Callable[[str], None] | None = None) -> list[PushResult]:
     """The source's image onto every destination that lacks it (same id: skipped); one PushResult per host,
-    in the order given. Raises PushFailed only when the source has no such image."""
-    src = inspect(source)
+    in the order given. Raises PushFailed only when the source has no such image. Over OpenSSH, the first
+    destinations' two clients log in (gated: nothing runs yet) while the ids are asked."""
+    prestarted = {dest.name: pair for dest in dests[:max(1, parallel)] if (pair := _early(source, dest))}
+    try:
+        src = inspect(source)
+    except BaseException:
+        for pair in prestarted.values():
+            _dismiss(pair)
+        raise
     if src.image_id is None:
         raise PushFailed(f"{source.name} has no image {source.image}",
                          f"build it there first (devenv image build {source.name}) or push from a host that has it")
@@ -86,28 +93,39 @@ def push(source: EngineHost, dests: list[EngineHost], *, parallel: int = 4,
     cancel = threading.Event()
 
     def one(dest: EngineHost) -> PushResult:
+        early = prestarted.pop(dest.name, None) or _early(source, dest)
         try:
             have = inspect(dest, src.image_id)
             if not needs_push(src, have):
+                _dismiss(early)
                 return PushResult(dest.name, SKIPPED, image_id=_name_it(dest, src.image_id or "").image_id)
-            return copy(source, dest, src, cancel, on_progress)
+            stream, early = early, None
+            return copy(source, dest, src, cancel, on_progress, early=stream)
         except DevenvError as e:
             return PushResult(dest.name, FAILED, error=e.message, hint=e.hint, exit_code=e.exit_code)
+        finally:
+            _dismiss(early)
 
-    with ThreadPoolExecutor(max_workers=max(1, min(parallel, len(dests))), thread_name_prefix="devenv-push") as pool:
-        futures = [pool.submit(one, dest) for dest in dests]
-        try:
-            return [f.result() for f in futures]
-        except BaseException:
-            cancel.set()  # Ctrl-C: every stream aborts at its next chunk, both ends killed on their hosts
-            raise
+    try:
+        with ThreadPoolExecutor(max_workers=max(1, min(parallel, len(dests))),
+                                thread_name_prefix="devenv-push") as pool:
+            futures = [pool.submit(one, dest) for dest in dests]
+            try:
+                return [f.result() for f in futures]
+            except BaseException:
+                cancel.set()  # Ctrl-C: every stream aborts at its next chunk, both ends killed on their hosts
+                raise
+    finally:
+        for pair in list(prestarted.values()):
+            _dismiss(pair)
 
 
 def copy(source: EngineHost, dest: EngineHost, src: HostImage, cancel: threading.Event | None = None,
-         on_progress: ProgressFn | None = None) -> PushResult:
-    """One stream: source's save -> dest's load, then the id checked on dest (and the name tagged there)."""
+         on_progress: ProgressFn | None = None, *, early: _Pair | None = None) -> PushResult:
+    """One stream: source's save -> dest's load, then the id checked on dest (and the name tagged there).
+    early: the two gated OpenSSH clients already logging in (push's), else they are started here."""
     cancel = cancel or threading.Event()
-    saver, loader, step = _open_stream(source, dest)
+    saver, loader, step = _open_stream(source, dest, early)
     moved, started, shown = 0, time.monotonic(), 0.0
     try:
         while not cancel.is_set():
@@ -164,51 +182,70 @@ class _End(Protocol):
     def abort(self) -> None: ...
 
 
-def _open_stream(source: EngineHost, dest: EngineHost) -> tuple[_End, _End, Callable[[], int]]:
+_Pair = tuple[OpenSSHPipe, OpenSSHPipe]
+
+
+def _early(source: EngineHost, dest: EngineHost) -> _Pair | None:
+    """The save's and the load's ssh clients, started gated (they log in; nothing runs until go): None where
+    either host has no ssh for streams."""
+    if not (source.ssh_argv and dest.ssh_argv):
+        return None
+    saver = OpenSSHPipe(list(source.ssh_argv), engines.save_command(source.engine, source.image),
+                        _stopper(source.conn), writes=False, gated=True)
+    try:
+        loader = OpenSSHPipe(list(dest.ssh_argv), engines.load_command(dest.engine), _stopper(dest.conn),
+                             writes=True, gated=True)
+    except BaseException:
+        saver.dismiss()
+        raise
+    return saver, loader
+
+
+def _dismiss(pair: _Pair | None) -> None:
+    if pair is not None:
+        for end in pair:
+            end.dismiss()
+
+
+def _open_stream(source: EngineHost, dest: EngineHost,
+                 early: _Pair | None = None) -> tuple[_End, _End, Callable[[], int]]:
     """(save, load, step): each step moves one chunk and says how many bytes (0: the end, -1: none yet);
     BrokenPipeError when the load stopped reading. Over the user's OpenSSH where both hosts have it (the bytes
     spliced between the two clients' pipes, never copied into Python), else over devenv's own connections."""
-    if source.ssh_argv and dest.ssh_argv:
+    pair = early or _early(source, dest)
+    if pair is not None:
+        saver, loader = pair
         try:
-            return _openssh_stream(source, dest)
+            saver.started(START_TIMEOUT_S)
+            loader.started(START_TIMEOUT_S)
         except NoStart:
-            pass   # the user's ssh cannot log in where devenv can (a key only devenv is given): devenv's way
-    saver = _pipe(source.conn).open_pipe(engines.save_command(source.engine, source.image))
+            _dismiss(pair)   # the user's ssh cannot log in where devenv can (a key only devenv is given): devenv's way
+        except BaseException:
+            saver.abort()
+            loader.abort()
+            raise
+        else:
+            saver.go(then_close=True)
+            loader.go(then_close=False)
+            src_fd, dst_fd = saver.stdout_fd, loader.stdin_fd
+            return saver, loader, lambda: splice_step(src_fd, dst_fd)
+    saver_p = _pipe(source.conn).open_pipe(engines.save_command(source.engine, source.image))
     try:
-        loader = _pipe(dest.conn).open_pipe(engines.load_command(dest.engine))
+        loader_p = _pipe(dest.conn).open_pipe(engines.load_command(dest.engine))
     except BaseException:
-        saver.abort()
+        saver_p.abort()
         raise
 
     def step() -> int:
-        chunk = saver.read(CHUNK)
+        chunk = saver_p.read(CHUNK)
         if chunk:
             try:
-                loader.write(chunk)
+                loader_p.write(chunk)
             except OSError as e:
                 raise BrokenPipeError(str(e)) from None
         return len(chunk)
 
-    return saver, loader, step
-
-
-def _openssh_stream(source: EngineHost, dest: EngineHost) -> tuple[_End, _End, Callable[[], int]]:
-    assert source.ssh_argv and dest.ssh_argv
-    saver = OpenSSHPipe(list(source.ssh_argv), engines.save_command(source.engine, source.image),
-                        _stopper(source.conn), writes=False)
-    try:
-        loader = OpenSSHPipe(list(dest.ssh_argv), engines.load_command(dest.engine), _stopper(dest.conn), writes=True)
-        try:
-            saver.started(START_TIMEOUT_S)
-            loader.started(START_TIMEOUT_S)
-        except BaseException:
-            loader.abort()
-            raise
-    except BaseException:
-        saver.abort()
-        raise
-    src_fd, dst_fd = saver.stdout_fd, loader.stdin_fd
-    return saver, loader, lambda: splice_step(src_fd, dst_fd)
+    return saver_p, loader_p, step
 
 
 def _stopper(conn: Connection) -> Callable[[str], object]:
