@@ -49,6 +49,18 @@ def test_load_runs_in_a_private_tmpdir_removed_when_killed(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+def test_load_tmpdir_is_removed_when_the_engine_ignores_term(tmp_path):
+    """docker's CLI ignores TERM: the wrapper's trap must still run at once, not after the KILL (it left the dir)."""
+    conn = LocalConnection()
+    stand_in = "sh -c 'trap \"\" TERM; echo $TMPDIR; exec cat >/dev/null'"
+    pipe = conn.open_pipe(f"export TMPDIR={shlex.quote(str(tmp_path))}\n"
+                          + engines.load_command("docker").replace("docker load -q", stand_in))
+    pipe.write(b"x" * 100_000)
+    assert pipe.read(4096).decode().strip().startswith(str(tmp_path / engines.LOAD_TMP_PREFIX))
+    pipe.abort()
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_pipe_streams_both_ways_and_reports_the_exit():
     pipe = LocalConnection().open_pipe("tr a-z A-Z; exit 3")
     pipe.write(b"hello ")

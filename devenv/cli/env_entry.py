@@ -29,12 +29,9 @@ def keepalive_options(conn: object) -> list[str]:
     """`-o ServerAliveInterval/CountMax` as devenv's own connection to the host uses them (the user's ssh config
     for the host, or devenv's default): the user's ssh then notices a frozen connection as soon as devenv would,
     anywhere on the way to the environment, instead of after the entry's own 30 s x 3 or never."""
-    resolved = getattr(conn, "resolved", None)
-    interval = getattr(resolved, "server_alive_interval", None)
-    count = getattr(resolved, "server_alive_count_max", None)
-    if not isinstance(interval, (int, float)) or not isinstance(count, int) or not 0 < interval < 86400:
-        return []
-    return ["-o", f"ServerAliveInterval={max(1, int(interval))}", "-o", f"ServerAliveCountMax={max(1, count)}"]
+    from devenv.remote.ssh_pipe import keepalive_options as options
+
+    return options(conn)
 
 
 def env_target(host: str, env: str | None, accept_new_host: bool) -> tuple[HostProfile, EnvProfile, Target]:

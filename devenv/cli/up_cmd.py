@@ -28,7 +28,11 @@ if TYPE_CHECKING:
 @click.option("--detach", "-d", is_flag=True, help="Leave it running and return; reopen tunnels later with "
                                                    "`devenv jupyter HOST` / `devenv tunnel HOST PORT`.")
 @click.option("--yes", "-y", "assume_yes", is_flag=True, help="Recreate a changed environment without asking "
-                                                               "(the workspace is kept).")
+                                                               "(the workspace is kept); push a missing image from "
+                                                               "a fleet host that has it without asking.")
+@click.option("--push-from", metavar="HOST", help="Copy the missing image from HOST (`devenv image push`), not "
+                                                  "from the first host of the host's groups that has it.")
+@click.option("--no-push", is_flag=True, help="Build a missing image on the host even when a fleet host has it.")
 @click.option("--ready-timeout", type=Seconds(1, 3600), default=180, show_default=True,
               help="Seconds to wait for Jupyter and sshd to answer.")
 @click.option("--gpus", "gpus", metavar="N|0,1|all|none", callback=gpus_option,
@@ -48,7 +52,7 @@ if TYPE_CHECKING:
 def up(host: str, env: str | None, accept_new_host: bool, detach: bool, assume_yes: bool, ready_timeout: float,
        gpus: str | None, allow_busy: bool, ca_bundle: str | None, wheelhouse: str | None, offline: bool,
        as_json: bool, devcontainer: str | None, autostop: str | None, no_autostop: bool,
-       sync_dir: str | None) -> None:
+       sync_dir: str | None, push_from: str | None, no_push: bool) -> None:
     """Make (or reattach to) the environment on HOST: check, image, container, Jupyter and sshd, tunnels.
 
     With @GROUP, the group's host with enough free GPUs, preferring one that has the image, then the least loaded
@@ -59,6 +63,8 @@ def up(host: str, env: str | None, accept_new_host: bool, detach: bool, assume_y
     """
     if autostop is not None and no_autostop:
         raise click.UsageError("--autostop and --no-autostop contradict each other: pass one")
+    if push_from and no_push:
+        raise click.UsageError("--push-from and --no-push contradict each other: pass one")
     from devenv.config import autostop as autostop_config
 
     options = UpOptions(BuildInputs.from_options(ca_bundle, wheelhouse, offline), ready_timeout, assume_yes,
@@ -76,6 +82,11 @@ def up(host: str, env: str | None, accept_new_host: bool, detach: bool, assume_y
 
         found = devcontainer_up.find(devcontainer or project_env.remembered_source(env))
         dc = found[0] if found else None
+        if found is None:  # a project's own image is built from its devcontainer, never pushed
+            from devenv.cli.up_push import offer_push
+
+            offer_push(host, env, accept_new_host=accept_new_host, assume_yes=assume_yes, push_from=push_from,
+                       known_source=placed.image_from if placed else None, no_push=no_push)
         if found is not None:
             project_env.own_env(session, env, *found)  # the project's own environment, not the host's default
             devcontainer_up.apply(session, *found)

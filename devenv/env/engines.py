@@ -96,10 +96,14 @@ LOAD_TMP_PREFIX = "devenv-load."
 
 def load_command(engine: str) -> str:
     """`load` from stdin, in a private TMPDIR removed however it ends: podman copies its input to a temp file
-    first, and leaves it behind when it is killed (a cut stream); dockerd cleans its own."""
+    first, and leaves it behind when it is killed (a cut stream); dockerd cleans its own. The load runs in the
+    background (its stdin given explicitly) and the shell `wait`s for it: a TERM then runs the trap at once (a
+    shell waiting on a foreground child runs it only once the child has exited, and docker's CLI ignores TERM: the
+    KILL that follows left the directory behind)."""
     return (f'd=$(mktemp -d "${{TMPDIR:-/var/tmp}}/{LOAD_TMP_PREFIX}XXXXXX") || exit 1\n'
-            f'trap \'rm -rf "$d"\' EXIT\ntrap \'rm -rf "$d"; exit 143\' TERM INT HUP\n'
-            f'TMPDIR="$d" {engine_cli(engine)} load -q')
+            f'p=\ntrap \'rm -rf "$d"\' EXIT\n'
+            f'trap \'[ -z "$p" ] || kill -KILL "$p" 2>/dev/null; rm -rf "$d"; exit 143\' TERM INT HUP\n'
+            f'TMPDIR="$d" {engine_cli(engine)} load -q <&0 &\np=$!\nwait "$p"')
 
 
 def name_image_command(engine: str, image_id: str, image: str) -> str:

@@ -109,6 +109,10 @@ README_PLAN: dict[str, str] = {
     "devenv image push gpu1 @lab --env cuda": LATER + "tests/integration/test_image_push.py",
     "devenv up @group [--gpus N]": GPU + ": tests/integration/environments/test_env_group_up.py",
     "devenv up @lab --gpus 2": GPU + ": tests/integration/environments/test_env_group_up.py",
+    "devenv up HOST --yes": LATER + "tests/integration/test_image_push.py (up --yes pushes, then makes the env)",
+    "devenv up HOST --push-from SRC": LATER + "tests/integration/test_image_push.py (--push-from names the source)",
+    "devenv up HOST --no-push": LATER + "tests/integration/test_image_push.py (--no-push with --push-from refused)",
+    "devenv image push SRC HOST --env E": LATER + "tests/integration/test_image_push.py (the command up names)",
 }
 
 
