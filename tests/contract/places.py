@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
+from slurm_clusters import CONTRACT_CLUSTER
 
 REPO = Path(__file__).resolve().parents[2]
 OWNER = "t"
@@ -336,11 +337,17 @@ class HostPlace(Place):
 
 def squeue(name: str) -> list[list[str]]:
     out = subprocess.run(["squeue", "--noheader", "--states=all", "--format=%i|%j|%T|%r", f"--name={name}"],
-                         capture_output=True, text=True, timeout=30).stdout
+                         capture_output=True, text=True, timeout=30, env=slurm_environ()).stdout
     return [line.split("|") for line in out.splitlines() if line.strip()]
 
 
 LIVE_JOB_STATES = ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING")
+
+
+def slurm_environ() -> dict[str, str]:
+    """This process's environment with the Slurm place's cluster's SLURM_CONF: the place is module-scoped, made and
+    removed outside any one test's environment (tests/slurm_clusters.py)."""
+    return {**os.environ, **CONTRACT_CLUSTER.env}
 
 
 class SlurmPlace(Place):
@@ -351,7 +358,7 @@ class SlurmPlace(Place):
         (self.home / "profiles" / "hosts" / f"{self.host}.yaml").write_text(textwrap.dedent(f"""\
             description: the test host's Slurm cluster (login node = the test sshd)
             ssh:
-              alias: testbox
+              alias: {CONTRACT_CLUSTER.alias}
             runtime: slurm
             python: {self.python}
             default_env: {self.env}
@@ -387,7 +394,7 @@ class SlurmPlace(Place):
         super().remove_everything()
         for job in squeue(f"devenv-{OWNER}-{self.env}"):
             if job[2] in LIVE_JOB_STATES:
-                subprocess.run(["scancel", job[0]], timeout=60)
+                subprocess.run(["scancel", job[0]], timeout=60, env=slurm_environ())
         for path in host_files(self.env):
             shutil.rmtree(path, ignore_errors=True)
 
