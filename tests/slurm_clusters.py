@@ -13,6 +13,8 @@ command a test runs here (squeue, scancel, scontrol, slurmd) reaches its own clu
 
 Which tests go to the second cluster (CLUSTER2_MODULES, and the behaviour suite's Slurm place): the split is by
 measured duration, the two chains about equal (docs/benchmarks.md, "CI and test times").
+DEVENV_TEST_SLURM_CLUSTERS=1 puts every Slurm test on the first cluster, one chain, as before the split (to measure
+against, or on a test host made before the second cluster).
 """
 
 from __future__ import annotations
@@ -82,15 +84,25 @@ CONTRACT_CLUSTER = CLUSTER2
 CLUSTER2_MODULES = frozenset({"test_slurm_lost_connection.py"})
 
 
+def one_cluster() -> bool:
+    return os.environ.get("DEVENV_TEST_SLURM_CLUSTERS", "2") == "1"
+
+
+def contract_cluster() -> SlurmCluster:
+    """The cluster of the behaviour suite's Slurm place."""
+    return CLUSTER1 if one_cluster() else CONTRACT_CLUSTER
+
+
 def cluster_of(item: pytest.Item) -> SlurmCluster | None:
     """The cluster a test runs on, None for a test that uses no Slurm cluster."""
+    second = CLUSTER1 if one_cluster() else CLUSTER2
     fixtures = set(getattr(item, "fixturenames", ()))
     callspec = getattr(item, "callspec", None)
     place = callspec.params.get("place") if callspec is not None else None
     if place == "slurm":
-        return CONTRACT_CLUSTER
+        return contract_cluster()
     if "cluster" in fixtures or item.get_closest_marker("slurm") is not None:
-        return CLUSTER2 if Path(str(item.fspath)).name in CLUSTER2_MODULES else CLUSTER1
+        return second if Path(str(item.fspath)).name in CLUSTER2_MODULES else CLUSTER1
     return None
 
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
-from slurm_clusters import CONTRACT_CLUSTER
+from slurm_clusters import contract_cluster
 
 REPO = Path(__file__).resolve().parents[2]
 OWNER = "t"
@@ -347,7 +347,7 @@ LIVE_JOB_STATES = ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING")
 def slurm_environ() -> dict[str, str]:
     """This process's environment with the Slurm place's cluster's SLURM_CONF: the place is module-scoped, made and
     removed outside any one test's environment (tests/slurm_clusters.py)."""
-    return {**os.environ, **CONTRACT_CLUSTER.env}
+    return {**os.environ, **contract_cluster().env}
 
 
 class SlurmPlace(Place):
@@ -358,7 +358,7 @@ class SlurmPlace(Place):
         (self.home / "profiles" / "hosts" / f"{self.host}.yaml").write_text(textwrap.dedent(f"""\
             description: the test host's Slurm cluster (login node = the test sshd)
             ssh:
-              alias: {CONTRACT_CLUSTER.alias}
+              alias: {contract_cluster().alias}
             runtime: slurm
             python: {self.python}
             default_env: {self.env}
