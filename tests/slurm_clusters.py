@@ -98,7 +98,10 @@ def cluster_of(item: pytest.Item) -> SlurmCluster | None:
     second = CLUSTER1 if one_cluster() else CLUSTER2
     fixtures = set(getattr(item, "fixturenames", ()))
     callspec = getattr(item, "callspec", None)
-    place = callspec.params.get("place") if callspec is not None else None
+    params = callspec.params if callspec is not None else {}
+    if isinstance(params.get("slurm_cluster"), SlurmCluster):   # a test of that cluster itself (test_testhost.py)
+        return params["slurm_cluster"]
+    place = params.get("place")
     if place == "slurm":
         return contract_cluster()
     if "cluster" in fixtures or item.get_closest_marker("slurm") is not None:
