@@ -115,6 +115,7 @@ class Place:
     argv0: list[str] = field(default_factory=lambda: [sys.executable, "-m", "devenv"])
     waits: tuple[Wait, ...] = ()
     timings: list[tuple[str, float]] = field(default_factory=list)
+    login_port: int | None = None   # the test sshd's port its connections go to (None: the test host's own)
 
     # --- running devenv ----------------------------------------------------------------------------------
 
