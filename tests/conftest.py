@@ -19,6 +19,7 @@ import signal
 from pathlib import Path
 
 import pytest
+import slurm_clusters
 import sshd_fixture
 from hypothesis import settings as hypothesis_settings
 from integration_marking import NeedsFinder
@@ -41,23 +42,21 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
-# The groups. slurm: the 2-node cluster is one resource. Its tests drain both nodes, fill the queue, stop slurmctld or
-# a slurmd, need both nodes for one job, and their fixture cancels any `devenv-check`/`devenv-sanity` job it finds
-# at teardown: beside each other they would wait behind, or cancel, one another's jobs. contract-<backend>: the
-# behaviour suite's cases of one backend share one environment (the module-scoped `place`): made once, not once
-# per worker. podman: rootful podman and the slim image it builds once (podman_slim_image).
-SLURM_GROUP = "slurm"
-
-
+# The groups. slurm-cluster1 and slurm-cluster2: each of the test host's two Slurm clusters is one resource
+# (tests/slurm_clusters.py says which tests run on which). Its tests drain both nodes, fill the queue, stop slurmctld
+# or a slurmd, need both nodes for one job: beside each other on one cluster they would wait behind, or cancel, one
+# another's jobs; the two clusters' chains run side by side. contract-<backend>: the behaviour suite's cases of one
+# backend share one environment (the module-scoped `place`): made once, not once per worker. podman: rootful podman
+# and the slim image it builds once (podman_slim_image).
 def xdist_group_of(item: pytest.Item) -> str | None:
-    fixtures = set(getattr(item, "fixturenames", ()))
+    cluster = slurm_clusters.cluster_of(item)
+    if cluster is not None:
+        return cluster.group
     callspec = getattr(item, "callspec", None)
     place = callspec.params.get("place") if callspec is not None else None
-    if "cluster" in fixtures or place == "slurm" or item.get_closest_marker("slurm") is not None:
-        return SLURM_GROUP
     if place is not None:
         return f"contract-{place}"
-    if "podman_slim_image" in fixtures:
+    if "podman_slim_image" in set(getattr(item, "fixturenames", ())):
         return "podman"
     return None
 
@@ -103,6 +102,14 @@ def isolated_home(tmp_path_factory, monkeypatch) -> Path:
                  "DEVENV_SSH_KEY", "DEVENV_BUILD_CONTEXT"):
         monkeypatch.delenv(name, raising=False)
     return home
+
+
+@pytest.fixture(autouse=True)
+def slurm_cluster_env(request, monkeypatch) -> None:
+    """A Slurm test runs with its cluster's SLURM_CONF: every Slurm command it runs here reaches that cluster only."""
+    cluster = slurm_clusters.cluster_of(request.node)
+    if cluster is not None:
+        monkeypatch.setenv("SLURM_CONF", str(cluster.conf))
 
 
 @pytest.fixture

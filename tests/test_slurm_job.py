@@ -167,3 +167,70 @@ def test_the_early_relay_command_names_the_state_file_and_its_wait():
     assert argv[-3:] == ["0", "180", "/h/.devenv/envs/k/job-123.json"]
     with pytest.raises(SettingError):
         slurm_job.early_relay_command("123", "node7", "python3", "~/job.json", 180)
+
+
+# A stand-in for `python -m jupyterlab` as the launcher execs it: waits for a line on stdin (so the test chooses when
+# it binds), then binds its --ServerApp.port as Jupyter does (tornado sets SO_REUSEADDR; port_retries 0: a port in
+# use ends it), says which, and stays until stdin closes.
+_JUPYTER_STUB = """\
+import socket, sys
+port = int([a for a in sys.argv if a.startswith("--ServerApp.port=")][0].split("=", 1)[1])
+sys.stdin.readline()
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+try:
+    s.bind(("127.0.0.1", port))
+    s.listen()
+except OSError as e:
+    print("jupyter failed: port %d: %s" % (port, e), flush=True)
+    sys.exit(1)
+print("jupyter listening on %d" % port, flush=True)
+sys.stdin.read()
+"""
+
+
+def test_two_jobs_on_one_node_starting_together_get_two_ports_and_both_jupyters_start(tmp_path):
+    """Two environment jobs on one node, their launchers one after the other before either Jupyter has bound (it
+    imports for seconds): the second launcher found the preferred port free, recorded it too, and its Jupyter
+    (port_retries 0) failed to start, while `up` waited on a port that was the other job's. Now the launcher holds
+    the port it records until its Jupyter binds it: the second gets another one, and both Jupyters start."""
+    import json
+    import os
+    import socket
+    import subprocess
+    import sys
+
+    stub = tmp_path / "stub" / "jupyterlab"
+    stub.mkdir(parents=True)
+    (stub / "__init__.py").write_text("")
+    (stub / "__main__.py").write_text(_JUPYTER_STUB)
+    (tmp_path / "launch.py").write_text(slurm_job.LAUNCHER)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        preferred = probe.getsockname()[1]
+
+    launchers = []
+    try:
+        for job in ("101", "102"):
+            env_dir = tmp_path / f"env-{job}"
+            env_dir.mkdir()
+            environ = {**os.environ, "SLURM_JOB_ID": job, "SLURMD_NODENAME": "node1",
+                       "PYTHONPATH": str(stub.parent)}
+            launcher = subprocess.Popen([sys.executable, str(tmp_path / "launch.py"), str(env_dir),
+                                         str(tmp_path / "workspace"), str(preferred)], env=environ, text=True,
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+            launchers.append(launcher)
+            said = launcher.stdout.readline()   # the launcher's last line before it becomes Jupyter
+            assert said.startswith(f"devenv: jupyter for job {job} on node1 port "), said
+        ports = [json.loads((tmp_path / f"env-{job}" / f"job-{job}.json").read_text())["port"]
+                 for job in ("101", "102")]
+        assert ports[0] == preferred and ports[1] != preferred, ports
+        for launcher in launchers:
+            launcher.stdin.write("bind\n")
+            launcher.stdin.flush()
+        said = [launcher.stdout.readline().strip() for launcher in launchers]
+        assert said == [f"jupyter listening on {port}" for port in ports], said
+    finally:
+        for launcher in launchers:
+            launcher.stdin.close()
+            launcher.wait(timeout=30)

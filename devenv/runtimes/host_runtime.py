@@ -58,7 +58,7 @@ log = open(os.path.join(d, "jupyter.log"), "ab")
 proc = subprocess.Popen([python, "-m", "jupyterlab", "--config=" + os.path.join(d, "jupyter_server_config.py"),
                          "--ServerApp.port=%d" % port, "--ServerApp.root_dir=" + workspace],
                         stdin=subprocess.DEVNULL, stdout=log, stderr=log, cwd=workspace, start_new_session=True,
-                        env=environ)
+                        env=environ, pass_fds=[s.fileno() for s in held])
 state.update(pid=proc.pid, port=port, started_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
              workspace=workspace, preferred_port=preferred)
 tmp = os.path.join(d, "state.json.tmp")

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from places import DockerPlace, HostPlace, Place, SlurmPlace, base_environ, cluster_python, memory_place
+from slurm_clusters import contract_cluster
 from sshd_fixture import free_port
 
 from testhost import testhost, testhost_env  # noqa: F401  (fixtures, used through getfixturevalue)
@@ -55,6 +56,7 @@ def _real_place(kind: str, request: pytest.FixtureRequest, home: Path) -> Place:
         place = SlurmPlace(kind, f"tc-{env}", env, home, environ,
                            waits=(Wait("queued", r"==> Job \d+ pending"), waiting))
         place.python = cluster_python(home)  # type: ignore[attr-defined]
+        place.login_port = contract_cluster().login_port   # its cluster's login node (tests/slurm_clusters.py)
         place.write_profile()  # type: ignore[attr-defined]
     return place
 

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
+from slurm_clusters import contract_cluster
 
 REPO = Path(__file__).resolve().parents[2]
 OWNER = "t"
@@ -115,6 +116,7 @@ class Place:
     argv0: list[str] = field(default_factory=lambda: [sys.executable, "-m", "devenv"])
     waits: tuple[Wait, ...] = ()
     timings: list[tuple[str, float]] = field(default_factory=list)
+    login_port: int | None = None   # the test sshd's port its connections go to (None: the test host's own)
 
     # --- running devenv ----------------------------------------------------------------------------------
 
@@ -337,11 +339,17 @@ class HostPlace(Place):
 
 def squeue(name: str) -> list[list[str]]:
     out = subprocess.run(["squeue", "--noheader", "--states=all", "--format=%i|%j|%T|%r", f"--name={name}"],
-                         capture_output=True, text=True, timeout=30).stdout
+                         capture_output=True, text=True, timeout=30, env=slurm_environ()).stdout
     return [line.split("|") for line in out.splitlines() if line.strip()]
 
 
 LIVE_JOB_STATES = ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING")
+
+
+def slurm_environ() -> dict[str, str]:
+    """This process's environment with the Slurm place's cluster's SLURM_CONF: the place is module-scoped, made and
+    removed outside any one test's environment (tests/slurm_clusters.py)."""
+    return {**os.environ, **contract_cluster().env}
 
 
 class SlurmPlace(Place):
@@ -352,7 +360,7 @@ class SlurmPlace(Place):
         (self.home / "profiles" / "hosts" / f"{self.host}.yaml").write_text(textwrap.dedent(f"""\
             description: the test host's Slurm cluster (login node = the test sshd)
             ssh:
-              alias: testbox
+              alias: {contract_cluster().alias}
             runtime: slurm
             python: {self.python}
             default_env: {self.env}
@@ -388,7 +396,7 @@ class SlurmPlace(Place):
         super().remove_everything()
         for job in squeue(f"devenv-{OWNER}-{self.env}"):
             if job[2] in LIVE_JOB_STATES:
-                subprocess.run(["scancel", job[0]], timeout=60)
+                subprocess.run(["scancel", job[0]], timeout=60, env=slurm_environ())
         for path in host_files(self.env):
             shutil.rmtree(path, ignore_errors=True)
 

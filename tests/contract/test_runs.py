@@ -140,7 +140,7 @@ def test_follow_goes_on_at_the_same_byte_after_its_connection_is_killed(place: P
                                           "i=0; while [ $i -lt 300 ]; do echo line $i; i=$((i+1)); done")
     follower = place.start("logs", place.host, "--run", run_id, "-f")
     follower.wait_line(r"^first$", 120)
-    pids = serving(listener_pid(testhost), testhost.port, follower.proc.pid)
+    pids = serving(listener_pid(testhost), place.login_port or testhost.port, follower.proc.pid)
     assert pids, "no sshd serves the follower's connection"
     signal_all(pids, signal.SIGKILL)
     place.ok("exec", place.host, "--", "touch", "runs-go2")

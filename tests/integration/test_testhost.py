@@ -8,6 +8,7 @@ import subprocess
 
 import docker
 import pytest
+from slurm_clusters import CLUSTERS
 
 from devenv.config.profiles import load_host
 from testhost import testhost, testhost_env, use_testhost  # noqa: F401  (fixtures)
@@ -69,12 +70,19 @@ def test_the_devenv_home_holds_both_host_profiles(use_testhost, testhost):
 
 
 @pytest.mark.slurm
-def test_slurm_cluster_runs_one_step_on_both_nodes_through_the_login_node(testhost):
-    """The Slurm cluster testhost/setup starts: two compute nodes, reached from the test sshd (the login node)."""
-    result = run(testhost.ssh_argv() + ["srun", "--nodes=2", "--ntasks=2", "--label", "--time=1",
-                                        "printenv", "SLURMD_NODENAME"], timeout=120)
+@pytest.mark.parametrize("slurm_cluster", CLUSTERS, ids=[c.group for c in CLUSTERS])
+def test_slurm_cluster_runs_one_step_on_both_nodes_through_the_login_node(testhost, slurm_cluster):
+    """Each Slurm cluster testhost/setup starts: two compute nodes, reached from the test sshd (the login node)
+    through the cluster's own alias; the second cluster's login port gives its logins its SLURM_CONF, so its srun
+    runs on node3 and node4 with its own job ids (from 200000, never one of the first cluster's)."""
+    result = run(testhost.ssh_argv(slurm_cluster.alias) + [
+        "srun", "--nodes=2", "--ntasks=2", "--label", "--time=1", "sh", "-c",
+        shlex.quote('echo "$SLURMD_NODENAME $SLURM_JOB_ID"')], timeout=120)
     assert result.returncode == 0, result.stderr
-    assert sorted(result.stdout.split("\n")[:-1]) == ["0: node1", "1: node2"]
+    lines = sorted(result.stdout.split("\n")[:-1])
+    assert [line.split()[:2] for line in lines] == [["0:", slurm_cluster.nodes[0]], ["1:", slurm_cluster.nodes[1]]]
+    job_id = int(lines[0].split()[2])
+    assert job_id >= 200000 if slurm_cluster.second else job_id < 200000, job_id
 
 
 @pytest.mark.slurm

@@ -1,11 +1,13 @@
-"""Fixtures for the Slurm paths against the test host's real cluster: slurmctld + slurmd node1/node2 on this
-machine, the test sshd (`testbox`) as the login node. Run under the integration lock:
+"""Fixtures for the Slurm paths against the test host's real clusters: slurmctld + slurmd node1/node2 on this
+machine, the test sshd (`testbox`) as the login node, and the second one (node3/node4, `testbox-cluster2`); a test
+gets the one tests/slurm_clusters.py gives it, with its SLURM_CONF set. Run under the integration lock:
 
     flock /tmp/devenv-it.lock python3 -m pytest -q tests/integration/slurm
 
-Each test gets its own DEVENV_HOME with a `testcluster` profile, its own environment name, and a finalizer
-that cancels whatever job of that name is still alive and then fails the test if one had to be cancelled:
-"no orphan job" is asserted, not assumed.
+Each test gets its own DEVENV_HOME with a `testcluster` profile (its cluster's login node), its own environment
+name, and a finalizer that cancels whatever job of that name is still alive (and the `devenv-check` /
+`devenv-sanity` jobs submitted during the test, never another's) and then fails the test if one had to be
+cancelled: "no orphan job" is asserted, not assumed.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+import slurm_clusters
+from slurm_clusters import SlurmCluster
 
 from testhost import apply_testhost_env, jupyterlab_venv, testhost, testhost_dir, testhost_env  # noqa: F401  (fixtures)
 
@@ -72,6 +76,7 @@ class Cluster:
     environ: dict[str, str]
     python: str
     env: str
+    slurm: SlurmCluster = slurm_clusters.CLUSTER1
     host: str = "testcluster"
     cancelled: list[str] = field(default_factory=list)
 
@@ -92,7 +97,7 @@ class Cluster:
         (self.home / "profiles" / "hosts" / f"{self.host}.yaml").write_text(textwrap.dedent(f"""\
             description: the test host's Slurm cluster (login node = the test sshd)
             ssh:
-              alias: testbox
+              alias: {self.slurm.alias}
             runtime: slurm
             python: {self.python}
             default_env: {self.env}
@@ -153,10 +158,14 @@ def cluster(testhost, cluster_python, monkeypatch, tmp_path, request) -> Cluster
     environ = {k: v for k, v in os.environ.items()}
     environ.update(applied, DEVENV_OWNER=OWNER, PYTHONUNBUFFERED="1")
     environ.pop("SSH_AUTH_SOCK", None)
-    c = Cluster(home, environ, cluster_python, f"s{short}-{secrets.token_hex(2)}")
+    slurm = slurm_clusters.cluster_of(request.node) or slurm_clusters.CLUSTER1
+    c = Cluster(home, environ, cluster_python, f"s{short}-{secrets.token_hex(2)}", slurm)
     c.write_profile()
+    # the probe jobs (`check`, `sanity`) are named alike for everyone: only those submitted during this test are its
+    before = {j[0] for j in squeue("--name=devenv-check,devenv-sanity")}
     yield c
-    left = live_jobs(c.job_name) + live_jobs("devenv-check") + live_jobs("devenv-sanity")
+    left = live_jobs(c.job_name) + [j for name in ("devenv-check", "devenv-sanity") for j in live_jobs(name)
+                                     if j[0] not in before]
     for job in left:
         subprocess.run(["scancel", job[0]], timeout=30)
     shutil.rmtree(os.path.expanduser(f"~/.devenv/envs/{OWNER}-{c.env}"), ignore_errors=True)
@@ -165,11 +174,12 @@ def cluster(testhost, cluster_python, monkeypatch, tmp_path, request) -> Cluster
 
 
 def slurm_dir() -> Path:
-    return testhost_dir() / "slurm"
+    """The running test's cluster's pid files and logs."""
+    return slurm_clusters.current().state_dir
 
 
 def restart_slurmctld() -> None:
-    """As testhost/setup starts it (its conf is /etc/slurm's), then wait for both nodes to answer again."""
+    """As testhost/setup starts it (its conf: the test's SLURM_CONF), then wait for both nodes to answer again."""
     if subprocess.run(["sinfo", "-h"], capture_output=True, timeout=30).returncode != 0:
         subprocess.run(["slurmctld"], check=True, timeout=60, close_fds=True)
     deadline = time.monotonic() + 90

@@ -21,11 +21,18 @@ import time
 from contextlib import contextmanager
 
 import pytest
+import slurm_clusters
 from slurm_testing import REPO, live_jobs, squeue, wait_for
 
 pytestmark = pytest.mark.integration
 
 FILLER = "devenv-slurmfill"
+
+
+def filler_user() -> str:
+    """The filler of the running test's cluster: one user per cluster, so that the two clusters' chains (side by
+    side on two workers) never add, cancel the jobs of, or delete the same user."""
+    return FILLER + ("2" if slurm_clusters.current().second else "")
 
 
 def node_states() -> dict[str, str]:
@@ -52,16 +59,17 @@ def drained(*nodes: str, reason: str):
 def filler():
     """Another local user, whose jobs fill the cluster; their jobs are cancelled afterwards, and the user
     removed if this fixture made it."""
+    user = filler_user()
     made = False
     try:
-        pwd.getpwnam(FILLER)
+        pwd.getpwnam(user)
     except KeyError:
-        subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", FILLER],
+        subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", user],
                        check=True, timeout=30)
         made = True
 
     def submit(*args: str) -> str:
-        done = subprocess.run(["runuser", "-u", FILLER, "--", "sbatch", "--parsable", "--partition=debug",
+        done = subprocess.run(["runuser", "-u", user, "--", "sbatch", "--parsable", "--partition=debug",
                                "--time=5", "--job-name=filler", "--chdir=/tmp", "--output=/dev/null", *args,
                                "--wrap", "sleep 300"], capture_output=True, text=True, check=True, timeout=30)
         return done.stdout.strip().split(";")[0]
@@ -69,22 +77,23 @@ def filler():
     try:
         yield submit
     finally:
-        subprocess.run(["scancel", "-u", FILLER], timeout=30)
-        wait_for(lambda: not [j for j in squeue("--user=" + FILLER) if j[2] in ("PENDING", "RUNNING",
+        subprocess.run(["scancel", "-u", user], timeout=30)
+        wait_for(lambda: not [j for j in squeue("--user=" + user) if j[2] in ("PENDING", "RUNNING",
                                                                                "COMPLETING")],
                  60, "the filler's jobs gone")
         if made:
-            subprocess.run(["userdel", FILLER], timeout=30)
+            subprocess.run(["userdel", user], timeout=30)
 
 
 def fill(submit) -> list[str]:
     """The whole cluster taken by the filler (OverSubscribe=FORCE:4 on 2 CPUs a node: four 2-node jobs of 2
     CPUs), and one more of theirs queued ahead of ours."""
+    user = filler_user()
     running = [submit("--nodes=2", "--cpus-per-task=2") for _ in range(4)]
-    wait_for(lambda: all(j[2] == "RUNNING" for j in squeue("--user=" + FILLER) if j[0] in running), 60,
+    wait_for(lambda: all(j[2] == "RUNNING" for j in squeue("--user=" + user) if j[0] in running), 60,
              "the filler's jobs running")
     ahead = submit("--nodes=2", "--cpus-per-task=2")
-    wait_for(lambda: any(j[0] == ahead and j[3] != "None" for j in squeue("--user=" + FILLER)), 30,
+    wait_for(lambda: any(j[0] == ahead and j[3] != "None" for j in squeue("--user=" + user)), 30,
              "the filler's queued job given a reason")
     return running + [ahead]
 

@@ -98,15 +98,17 @@ class CuttableProxy:
 def through_proxy(cluster, tmp_path):
     """The cluster's profile pointed at the login node through a CuttableProxy (the test sshd's host key, pinned
     under its own name by HostKeyAlias)."""
-    proxy = CuttableProxy(("127.0.0.1", 2201))
+    login_port = cluster.slurm.login_port   # the login node of this test's cluster (each has its own sshd port)
+    proxy = CuttableProxy(("127.0.0.1", login_port))
     shared = (testhost.testhost_dir() / "ssh_config").read_text()
     config = tmp_path / "ssh_config"
-    config.write_text(f"Host testcut\n  HostName 127.0.0.1\n  Port {proxy.port}\n  HostKeyAlias [127.0.0.1]:2201\n"
+    config.write_text(f"Host testcut\n  HostName 127.0.0.1\n  Port {proxy.port}\n"
+                      f"  HostKeyAlias [127.0.0.1]:{login_port}\n"
                       f"  User root\n  IdentityFile {testhost.testhost_dir() / 'id_ed25519'}\n  IdentitiesOnly yes\n\n"
                       + shared)
     cluster.environ["DEVENV_SSH_CONFIG"] = str(config)
     profile = cluster.home / "profiles" / "hosts" / f"{cluster.host}.yaml"
-    profile.write_text(profile.read_text().replace("alias: testbox", "alias: testcut"))
+    profile.write_text(profile.read_text().replace(f"alias: {cluster.slurm.alias}\n", "alias: testcut\n"))
     yield proxy
     proxy.cut()
 
