@@ -264,3 +264,38 @@ def test_cluster_nodes_grouped_by_job(snap_compare):
     app = create_monitor_app(list(fixed), lambda h: FixedSampler(fixed[h]), MonitorServices(), clock=lambda: T0,
                              redraw_every=3600)
     assert snap_compare(app, terminal_size=(140, 90), run_before=settled)
+
+
+def test_runs_view(snap_compare):
+    """Key r: the selected host's runs (newest first), the highlighted run's last lines under them."""
+    from devenv.env.runs import Run
+    from devenv.services.runs import LogPiece
+    from devenv.tui.runs_screen import RunsScreen
+
+    def at(seconds_before: float) -> str:
+        return f"{int(T0 - seconds_before):08x}"
+
+    fixed = [
+        Run(at(7200) + "a1b2", "baseline", ["python", "train.py", "--lr", "3e-4"], "cuda", "all", None, "exited",
+            0, int(T0 - 7200), int(T0 - 3900)),
+        Run(at(3000) + "c3d4", None, ["sh", "-c", "python eval.py | tee eval.txt"], "cuda", None, None, "killed",
+            143, int(T0 - 3000), int(T0 - 2950)),
+        Run(at(600) + "e5f6", "lost-one", ["python", "train.py"], "cuda", None, None, "lost", None, int(T0 - 600)),
+        Run(at(95) + "0789", "bf16-lr1e-3", ["python", "train.py", "--lr", "1e-3", "--bf16"], "cuda", "0", "stop",
+            "running", None, int(T0 - 95)),
+    ]
+    log = b"".join(f"step {i * 50} loss {4.2 - i * 0.31:.4f} 612345 tok/s\n".encode() for i in range(1, 12))
+    services = MonitorServices(list_runs=lambda h: fixed, run_tail=lambda h, r: LogPiece(log, "running", len(log)),
+                               env_of=lambda h: "cuda")
+
+    async def run_before(pilot):
+        await settled(pilot)
+        await pilot.press("r")
+        for _ in range(300):
+            screen = pilot.app.screen
+            if isinstance(screen, RunsScreen) and screen.loaded and "step 550" in str(
+                    screen.query_one("#runs-tail").render()):
+                break
+            await asyncio.sleep(0.02)
+        await pilot.pause()
+    assert snap_compare(make_app(services), terminal_size=(120, 36), run_before=run_before)

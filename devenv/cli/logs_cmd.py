@@ -42,7 +42,10 @@ def _run_log(host: str, env: str | None, accept_new_host: bool, ref: str, follow
         runs = runs_of(session)
         run_id = runs.find(ref).id
         if follow:
-            follow_run(host, env, accept_new_host, run_id, 0, first=runs)
+            last = follow_run(host, env, accept_new_host, run_id, 0, first=runs)
+            if last.state == "lost":   # the log ends here for good: say why rather than end as if it finished
+                click.secho(f"Run {run_id} was lost on {host} (its supervisor is gone: a restart?); its log is "
+                            "kept", fg="red", err=True)
             return
         offset = 0
         while True:

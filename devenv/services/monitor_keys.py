@@ -5,9 +5,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from devenv.services.monitor import HostSnapshot
 from devenv.services.monitor_jupyter import JupyterLink
+
+if TYPE_CHECKING:
+    from devenv.env.runs import Run
+    from devenv.services.runs import LogPiece
 
 
 @dataclass
@@ -33,6 +38,11 @@ class MonitorServices:
     # watch_tunnels(listener): the app's listener gets (host, line, trouble) for what a tunnel the keys hold
     # says as it drops and reconnects (called on the holder's thread); trouble: dropped/reconnecting, not back
     watch_tunnels: Callable[[Callable[[str, str, bool], None]], None] | None = None
+    # the environment's detached runs (services/runs.py, as `devenv runs` / `logs --run [-f]`): the runs of a host,
+    # the last bytes of one run's log (host, run id), and its log from a byte offset as it grows, to its end
+    list_runs: Callable[[str], list[Run]] | None = None
+    run_tail: Callable[[str, str], LogPiece] | None = None
+    follow_run: Callable[[str, str, int], Iterator[LogPiece]] | None = None
 
 
 @dataclass(frozen=True)

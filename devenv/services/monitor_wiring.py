@@ -17,8 +17,10 @@ from devenv.services.session import EnvSession, Tunnel, open_env, resolve_env
 
 if TYPE_CHECKING:
     from devenv.config.profiles import HostProfile
+    from devenv.env.runs import Run
     from devenv.services.monitor import JobPlace
     from devenv.services.monitor_jupyter import JupyterLink
+    from devenv.services.runs import LogPiece, Runs
 
 Progress = Callable[[str, "float | None"], None]
 LOG_TAIL = 100
@@ -114,9 +116,27 @@ def services_for(host_profiles: dict[str, HostProfile], accept_new_host: bool = 
                 conn = node_connection(s.conn, places[name])
             return kill_process(conn, pid, signal, expect_command=command)
 
+    def runs_in(s: EnvSession) -> Runs:
+        from devenv.services.runs import Runs
+
+        return Runs(s.backend, s.env, s.host.name)
+
+    def list_runs(name: str) -> list[Run]:
+        with session(name) as s:
+            return runs_in(s).list()
+
+    def run_tail(name: str, run_id: str) -> LogPiece:
+        with session(name) as s:
+            return runs_in(s).tail(run_id)
+
+    def follow_run(name: str, run_id: str, offset: int) -> Iterator[LogPiece]:
+        with session(name) as s:   # one session for the whole follow: closed when the caller closes this
+            yield from runs_in(s).pieces(run_id, offset)
+
     services = MonitorServices(env_state=env_state, follow_logs=follow_logs, up=up, down=down,
                                open_jupyter=open_jupyter, open_browser=open_browser, env_of=env_name, kill=kill,
-                               close=close, watch_tunnels=said.watch)
+                               close=close, watch_tunnels=said.watch, list_runs=list_runs, run_tail=run_tail,
+                               follow_run=follow_run)
     try:
         from devenv.services import sanity, sanity_history
     except ImportError:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import base64
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from devenv.config.profiles import EnvProfile
@@ -142,6 +142,26 @@ class Runs:
                 return piece
             if not until_end and not piece.data:
                 return piece
+
+    def tail(self, run_id: str, max_bytes: int = 4096) -> LogPiece:
+        """The log's last max_bytes (the run's state and the log's size with them): a look, not a follow."""
+        head = self.read(run_id, 0, limit=0)
+        return self.read(run_id, max(0, head.size - max_bytes), limit=max_bytes)
+
+    def pieces(self, run_id: str, offset: int = 0) -> Iterator[LogPiece]:
+        """The log from offset as it grows, one read at a time (each waits up to FOLLOW_WAIT_S on the host),
+        until the run ended and its log is read whole: `logs -f`'s byte-offset reads for a caller that decides
+        itself when to stop (the monitor's log view closes the generator)."""
+        while True:
+            piece = self.read(run_id, offset, wait_s=model.FOLLOW_WAIT_S)
+            offset += len(piece.data)
+            yield piece
+            if piece.over and offset >= piece.size:
+                try:   # the end is here: as in follow(), --then may go on now
+                    self.place.script(model.SEEN, [self.place.runs_dir, run_id])
+                except DevenvError:
+                    pass
+                return
 
     def cancel(self, run_id: str, grace_s: int = model.CANCEL_GRACE_S) -> tuple[str, bool]:
         """SIGTERM to the run's process group, SIGKILL after grace_s: (its state before, whether KILL was needed)."""

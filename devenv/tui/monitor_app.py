@@ -167,6 +167,7 @@ class MonitorApp(App[None]):
         Binding("plus,equals_sign", "resize_logs(2)", "Logs +", show=False),
         Binding("minus", "resize_logs(-2)", "Logs -", show=False),
         Binding("escape", "clear_filter", "Clear filter", show=False),
+        Binding("r", "runs", "Runs"),
     ]
 
     def __init__(self, hosts: list[str], sampler_factory: Callable[[str], Sampler],
@@ -518,6 +519,22 @@ class MonitorApp(App[None]):
             return self._missing("Jupyter (tunnel + URL)")
         self.notify(f"opening a tunnel to Jupyter on {host} and checking that it answers…", timeout=5)
         self._run_action(host, "jupyter", self.services.open_jupyter)
+
+    def action_runs(self) -> None:
+        """The selected host's detached runs, and a run's log followed (devenv.tui.runs_screen)."""
+        host = self._target()
+        if host is None:
+            return
+        if self.services.list_runs is None:
+            return self._missing("The runs view")
+        from devenv.tui.runs_screen import RunsScreen
+
+        try:
+            env = self.services.env_of(host) if self.services.env_of else None
+        except DevenvError:
+            env = None   # the view says which host; the list's own answer says what is wrong
+        self.push_screen(RunsScreen(host, env, self.services.list_runs, self.services.run_tail,
+                                    self.services.follow_run, clock=self.clock))
 
     def action_sanity(self) -> None:
         host = self._target()

@@ -29,6 +29,7 @@ class HelpScreen(ModalScreen[None]):
         ("up/down, K/J", "select a process of the selected host"),
         ("o", "sort processes: gpu, memory, SM%, cpu, time"),
         ("x / X", "terminate / kill the selected process (asks first)"),
+        ("r", "the environment's detached runs; enter follows one's log"),
         ("l", "show / hide the logs pane"),
         ("+ / -", "make the logs pane taller / shorter"),
         ("?", "this help"),
