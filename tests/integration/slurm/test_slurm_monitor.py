@@ -87,6 +87,9 @@ def test_nodes_without_a_gpu_say_so_grouped_by_job_and_a_cluster_without_a_job_t
     for h in mine:
         assert h["state"] == "no-gpu" and "nvidia-smi is not installed" in h["message"], h
         assert h["host"] == f"{cluster.host}/job-{h['job']['job_id']}/{h['job']['node']}"
+        # no GPU, but the node's host line (its /proc, read inside the job)
+        stats = h["host_stats"]
+        assert stats and stats["ncpu"] and stats["mem_total_kib"] > stats["mem_used_kib"] > 0, h
     assert mine[0]["job"]["env"] == cluster.env and mine[0]["job"]["nodes"] == ["node1", "node2"]
     grouped = {j["job_id"]: [n["node"] for n in j["nodes"]] for j in data["jobs"]}
     assert grouped[env_job] == ["node1", "node2"] and len(grouped[other]) == 1
