@@ -247,3 +247,36 @@ def test_bare_host_env_holds_while_its_gpu_is_busy_or_a_kernel_runs_a_cell_then_
     assert again["action"] == "started", again
     assert (workspace / "note").read_text() == "kept\n"
 
+
+def test_docker_env_holds_while_a_kernel_runs_a_cell_then_stops(test_env):
+    """A cell executed through Jupyter's real API (a loop of time.sleep until a file appears) holds the
+    container; once it is done the container stops."""
+    from jupyter_client import JupyterClient
+
+    env = test_env.name
+    key = f"t-{env}"
+    up = json.loads(test_env.run("up", "testbox", "--env", env, "--detach", "--json").stdout)
+    url = f"http://127.0.0.1:{up['jupyter']['host_port']}/lab?token={up['jupyter']['token']}"
+    done: list = []
+    with JupyterClient(url, timeout=60) as jc:
+        kernel = jc.start_kernel()
+        cell = threading.Thread(target=lambda: done.append(jc.execute(
+            kernel, "import os, time\nwhile not os.path.exists('/workspace/go'):\n    time.sleep(0.2)\n'done'",
+            timeout=BOUND_S * 3)))
+        cell.start()
+        try:
+            wait_for("the kernel busy", lambda: any(k["execution_state"] == "busy" for k in jc.api(
+                "/api/kernels").json()))
+            test_env.run("up", "testbox", "--env", env, "--detach", "--autostop", WINDOW)
+            state = held_through_windows(key, "jupyter")
+            assert state["held_by"] == ["jupyter"], state
+            assert test_env.state() == "running"
+        finally:
+            subprocess.run(["docker", "exec", test_env.container, "touch", "/workspace/go"], timeout=60)
+            cell.join(BOUND_S)
+        assert done and done[0].status == "ok" and done[0].result == "'done'", done
+    wait_for("the container stopped by autostop", lambda: test_env.state() == "exited")
+    assert watcher_state(key)["reason"] == "idle 4 s"
+    again = json.loads(test_env.run("up", "testbox", "--env", env, "--detach", "--json").stdout)
+    assert again["action"] == "started", again
+    test_env.run("down", "testbox", "--env", env)
