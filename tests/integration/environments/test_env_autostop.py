@@ -247,3 +247,68 @@ def test_bare_host_env_holds_while_its_gpu_is_busy_or_a_kernel_runs_a_cell_then_
     assert again["action"] == "started", again
     assert (workspace / "note").read_text() == "kept\n"
 
+
+def test_docker_env_holds_while_a_kernel_runs_a_cell_then_stops(test_env):
+    """A cell executed through Jupyter's real API (a loop of time.sleep until a file appears) holds the
+    container; once it is done the container stops."""
+    from jupyter_client import JupyterClient
+
+    env = test_env.name
+    key = f"t-{env}"
+    up = json.loads(test_env.run("up", "testbox", "--env", env, "--detach", "--json").stdout)
+    url = f"http://127.0.0.1:{up['jupyter']['host_port']}/lab?token={up['jupyter']['token']}"
+    done: list = []
+    with JupyterClient(url, timeout=60) as jc:
+        kernel = jc.start_kernel()
+        cell = threading.Thread(target=lambda: done.append(jc.execute(
+            kernel, "import os, time\nwhile not os.path.exists('/workspace/go'):\n    time.sleep(0.2)\n'done'",
+            timeout=BOUND_S * 3)))
+        cell.start()
+        try:
+            wait_for("the kernel busy", lambda: any(k["execution_state"] == "busy" for k in jc.api(
+                "/api/kernels").json()))
+            test_env.run("up", "testbox", "--env", env, "--detach", "--autostop", WINDOW)
+            state = held_through_windows(key, "jupyter")
+            assert state["held_by"] == ["jupyter"], state
+            assert test_env.state() == "running"
+        finally:
+            subprocess.run(["docker", "exec", test_env.container, "touch", "/workspace/go"], timeout=60)
+            cell.join(BOUND_S)
+        assert done and done[0].status == "ok" and done[0].result == "'done'", done
+    wait_for("the container stopped by autostop", lambda: test_env.state() == "exited")
+    assert watcher_state(key)["reason"] == "idle 4 s"
+    again = json.loads(test_env.run("up", "testbox", "--env", env, "--detach", "--json").stdout)
+    assert again["action"] == "started", again
+    test_env.run("down", "testbox", "--env", env)
+
+
+def test_bare_host_env_holds_while_an_exec_session_is_open_then_stops(test_env, host_python):
+    """An interactive `devenv exec` into a bare-host environment (an sshd session running a shell in its
+    workspace) holds it; once the session ends, it stops."""
+    env = test_env.name
+    host = f"bare-{env}"
+    key = f"t-{env}"
+    (test_env.home / "profiles" / "hosts" / f"{host}.yaml").write_text(
+        f"description: the test host without Docker\nssh:\n  alias: testbox\nruntime: host\n"
+        f"python: {host_python}\ndefault_env: {env}\n")
+    workspace = os.path.expanduser(f"~/devenv-workspaces/{env}")
+    try:
+        up = json.loads(test_env.run("up", host, "--detach", "--json").stdout)
+        pid = int(up["status"]["container"])
+        session = start_session(test_env, host, env)
+        try:
+            test_env.run("up", host, "--detach", "--autostop", WINDOW)
+            state = held_through_windows(key, "sessions")
+            assert state["held_by"] == ["sessions"], state
+            assert Path(f"/proc/{pid}").exists()
+        finally:
+            end_session(session)
+        state = wait_for("the watcher's last word", lambda: (s := watcher_state(key)).get("state") == "stopped"
+                         and s)
+        assert state["reason"] == "idle 4 s"
+        wait_for("Jupyter ended", lambda: not Path(f"/proc/{pid}").exists())
+    finally:
+        test_env.run("down", host, "--purge", "--yes", check=False)
+        shutil.rmtree(os.path.expanduser(f"~/.devenv/envs/{key}"), ignore_errors=True)
+        shutil.rmtree(os.path.expanduser(f"~/.devenv/autostop/{key}"), ignore_errors=True)
+        shutil.rmtree(workspace, ignore_errors=True)
