@@ -10,33 +10,14 @@ channel does not stop a process without a pty (it only dies when it next writes)
 from __future__ import annotations
 
 import select
-import shlex
 import threading
 import time
 
+from devenv.remote.command_script import PGID_TAG
 from devenv.remote.sshlib import paramiko
 
-PGID_TAG = b"devenv-pgid:"
 _CHUNK = 65536
 _QUIET_AFTER_EXIT = 2.0
-
-
-def wrap_command(command: str, env: dict[str, str] | None) -> str:
-    """The script sent to the remote login shell: pgid tag, `export` lines, then the command."""
-    lines = [f'echo "{PGID_TAG.decode()}$$" >&2']
-    for key, value in (env or {}).items():
-        if not key.isidentifier():
-            raise ValueError(f"bad environment variable name: {key!r}")
-        lines.append(f"export {key}={shlex.quote(value)}")
-    lines.append(command)
-    return "\n".join(lines)
-
-
-def stop_script(pgid: int) -> str:
-    """TERM the command's process group, give it 2 s, then KILL what is left."""
-    return (f"kill -TERM -- -{pgid} 2>/dev/null || exit 0; i=0; "
-            f"while kill -0 -- -{pgid} 2>/dev/null && [ $i -lt 20 ]; do sleep 0.1; i=$((i+1)); done; "
-            f"kill -KILL -- -{pgid} 2>/dev/null; exit 0")
 
 
 class ChannelIO:

@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING
 from devenv.errors import CommandFailed, CommandTimeout, ConnectError, DevenvError
 from devenv.remote import dial, keepalive
 from devenv.remote.base import DEFAULT_TIMEOUT, Result
-from devenv.remote.channel_io import ChannelIO, stop_script, wrap_command
+from devenv.remote.channel_io import ChannelIO
+from devenv.remote.command_script import stop_script, wrap_command
 from devenv.remote.sshconfig import ResolvedTarget, resolve
 from devenv.remote.sshlib import paramiko
 

@@ -21,7 +21,7 @@ import threading
 from collections.abc import Callable
 
 from devenv.remote.base import Result
-from devenv.remote.channel_io import PGID_TAG, stop_script, wrap_command
+from devenv.remote.command_script import PGID_TAG, stop_script, wrap_command
 
 PIPE_BYTES = 1 << 20            # each kernel pipe's size (Linux's default cap for a user: pipe-max-size)
 SPLICE_BYTES = 1 << 20
