@@ -96,14 +96,6 @@ def isolated_home(tmp_path_factory, monkeypatch) -> Path:
     return home
 
 
-@pytest.fixture(autouse=True)
-def slurm_cluster_env(request, monkeypatch) -> None:
-    """A Slurm test runs with its cluster's SLURM_CONF: every Slurm command it runs here reaches that cluster only."""
-    cluster = slurm_clusters.cluster_of(request.node)
-    if cluster is not None:
-        monkeypatch.setenv("SLURM_CONF", str(cluster.conf))
-
-
 @pytest.fixture
 def local_torch() -> None:
     """This test runs the real sanity program on this machine's CPU torch (marked `torch`: not in --quick)."""
