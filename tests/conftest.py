@@ -82,22 +82,12 @@ def pytest_collection_modifyitems(config, items) -> None:
             item.add_marker(pytest.mark.torch)
 
 
-_SLURM_ENV = pytest.StashKey[pytest.MonkeyPatch]()
-
-
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item) -> None:
     # The safety net under the marking: a test not marked integration that starts an sshd anyway (through a path
     # the walk does not follow: getattr, a name in a string) fails there, saying why, instead of passing here
     # and failing in `scripts/test --quick` on a machine without root.
     sshd_fixture.ROOT_ALLOWED = item.get_closest_marker("integration") is not None
-    # A Slurm test runs with its cluster's SLURM_CONF: every Slurm command it runs here reaches that cluster only.
-    # Here, not in an autouse fixture: integration_marking walks every fixture a test uses, and that one reached
-    # the test host for every test, which marked the whole suite `integration` (--quick then collected nothing).
-    cluster = slurm_clusters.cluster_of(item)
-    if cluster is not None:
-        patch = item.stash[_SLURM_ENV] = pytest.MonkeyPatch()
-        patch.setenv("SLURM_CONF", str(cluster.conf))
 
 
 @pytest.fixture(autouse=True)
@@ -112,13 +102,6 @@ def isolated_home(tmp_path_factory, monkeypatch) -> Path:
                  "DEVENV_SSH_KEY", "DEVENV_BUILD_CONTEXT"):
         monkeypatch.delenv(name, raising=False)
     return home
-
-
-@pytest.hookimpl(trylast=True)
-def pytest_runtest_teardown(item: pytest.Item) -> None:
-    patch = item.stash.get(_SLURM_ENV, None)
-    if patch is not None:
-        patch.undo()
 
 
 @pytest.fixture

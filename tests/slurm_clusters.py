@@ -8,8 +8,9 @@ second (devenv2, <testhost dir>/slurm2/slurm.conf, node3 + node4, job ids from 2
 A Slurm test has one cluster to itself: the tests of one cluster are one xdist group (tests/conftest.py), run one
 after another, because they drain it, fill it, stop its controller or a slurmd, or need both of its nodes. Two
 clusters make two such chains that run side by side on two workers. Each Slurm test runs with its cluster's
-SLURM_CONF in the environment (tests/conftest.py's pytest_runtest_setup hook), so every Slurm
-command a test runs here (squeue, scancel, scontrol, slurmd) reaches its own cluster and no other.
+SLURM_CONF in the environment (the autouse fixture `slurm_cluster_env` in tests/integration/slurm/conftest.py; the
+behaviour suite's Slurm place passes it itself), so every Slurm command a test runs here (squeue, scancel,
+scontrol, slurmd) reaches its own cluster and no other.
 
 Which tests go to the second cluster (CLUSTER2_MODULES, and the behaviour suite's Slurm place): the split is by
 measured duration, the two chains about equal (docs/benchmarks.md, "CI and test times").

@@ -40,19 +40,28 @@ def node_states() -> dict[str, str]:
     return dict(line.split() for line in out.splitlines() if line.strip())
 
 
+def answering(*nodes: str) -> bool:
+    """Each node up and answering: idle, mix or alloc, without Slurm's `*` (not responding). A resumed node is
+    `idle*` until slurmctld's next ping comes back (Slurm marks a resumed node not responding and pings it)."""
+    out = subprocess.run(["sinfo", "-h", "-N", "-o", "%N %t"], capture_output=True, text=True, timeout=30).stdout
+    states = dict(line.split() for line in out.splitlines() if line.strip())
+    return all(states.get(n) in ("idle", "mix", "alloc") for n in nodes)
+
+
 @contextmanager
 def drained(*nodes: str, reason: str):
-    """The nodes drained with reason for the block; resumed on the way out, whatever happened."""
+    """The nodes drained with reason for the block; resumed on the way out, whatever happened, and answering again
+    before the next test (one drained right after a resume read 'drained, not responding')."""
     names = ",".join(nodes)
     try:
+        wait_for(lambda: answering(*nodes), 60, f"{names} answering before the drain")
         subprocess.run(["scontrol", "update", f"nodename={names}", "state=drain", f"reason={reason}"], check=True,
                        timeout=30)
         wait_for(lambda: all(node_states().get(n, "").startswith("drain") for n in nodes), 30, f"{names} drained")
         yield
     finally:
         subprocess.run(["scontrol", "update", f"nodename={names}", "state=resume"], timeout=30)
-        wait_for(lambda: not any(node_states().get(n, "").startswith("drain") for n in nodes), 30,
-                 f"{names} resumed")
+        wait_for(lambda: answering(*nodes), 60, f"{names} resumed and answering")
 
 
 @pytest.fixture
