@@ -19,6 +19,7 @@ connection and every later one use dial-stdio, so every failure is reported exac
 
 from __future__ import annotations
 
+import io
 import logging
 import os
 from collections.abc import Mapping
@@ -144,6 +145,49 @@ class _Dialer:
         return channel
 
 
+class _ChannelRaw(io.RawIOBase):
+    def __init__(self, channel: paramiko.Channel):
+        super().__init__()
+        self.channel = channel
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: bytearray | memoryview) -> int:  # type: ignore[override]  # io's buffer protocol
+        data = self.channel.recv(len(buffer))
+        buffer[: len(data)] = data
+        return len(data)
+
+
+class ChannelReader(io.BufferedReader):
+    """An HTTP response's file over a channel that never reads ahead (a buffer of one byte: http.client reads the
+    status line and headers a byte at a time; a body of known length is read straight in one go). docker-py
+    reads a hijacked stream (exec, attach) from the file's `.channel` itself; paramiko's own makefile() read
+    ahead into a buffer of its own, and the stream's first bytes that came with the headers were lost there (an
+    exec's output cut at its start, or missing whole: the behaviour suite's docker runs cases, 3 of 11 in one
+    run under load)."""
+
+    def __init__(self, channel: paramiko.Channel):
+        super().__init__(_ChannelRaw(channel), buffer_size=1)
+        self.channel = channel
+
+
+class ChannelSocket:
+    """The channel as http.client's socket: everything is the channel's, but the file it reads responses through
+    is a ChannelReader."""
+
+    def __init__(self, channel: paramiko.Channel):
+        self.channel = channel
+
+    def makefile(self, mode: str = "rb", *args: object, **kwargs: object) -> object:
+        if "r" in mode:
+            return ChannelReader(self.channel)
+        return self.channel.makefile(mode, *args, **kwargs)
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.channel, name)
+
+
 class _ChannelConnection(urllib3.connection.HTTPConnection):
     """HTTP over one channel to the engine (its socket, or a `docker system dial-stdio` exec)."""
 
@@ -158,7 +202,7 @@ class _ChannelConnection(urllib3.connection.HTTPConnection):
         no_delay(transport.sock)  # API calls are small request/response pairs: no delayed-ACK stalls
         channel = self._dialer.open(transport)
         channel.settimeout(self._timeout)
-        self.sock = channel
+        self.sock = ChannelSocket(channel)  # a socket to http.client: see ChannelSocket
 
 
 class _ChannelPool(urllib3.connectionpool.HTTPConnectionPool):

@@ -74,10 +74,17 @@ class Runs:
                 str(len(self.place.wrap)), *self.place.wrap,
                 str(len(then_argv)), *then_argv, "--", *argv]
         code, out, err = self.place.launch(model.LAUNCH, args)
+        if code == 0 and not out.strip() and any(r.id == run_id for r in self.list()):
+            # the launcher said nothing, yet the run is there: its output was lost on the way (a Docker exec stream
+            # that ended before the command's output, seen under load), not the run; the id is ours, so it is known
+            return self._started(run_id, then, then_argv)
         if code != 0 or out.strip() != run_id:
             raise DevenvError(f"the run could not be started in '{self.env.name}' on {self.host_name} "
                               f"(exit {code}): {(err or out).strip()[-300:] or 'no output'}",
                               "check the environment (`devenv status`) and its workspace's free space")
+        return self._started(run_id, then, then_argv)
+
+    def _started(self, run_id: str, then: str | None, then_argv: list[str]) -> str:
         if then is not None and not then_argv and self.place.watch_end is not None:
             self.place.watch_end(f"{self.place.runs_dir}/{run_id}", then)
         return run_id
@@ -96,8 +103,17 @@ class Runs:
     def read(self, run_id: str, offset: int, wait_s: float = 0.0, limit: int = model.LOG_CHUNK) -> LogPiece:
         """The log from offset (at most limit bytes), waiting up to wait_s on the host for something new."""
         steps = max(0, int(wait_s / 0.05))
-        out = self._script(model.READ, [self.place.runs_dir, run_id, str(int(offset)), str(int(limit)), str(steps)],
-                           "reading the run's log")
+        args = [self.place.runs_dir, run_id, str(int(offset)), str(int(limit)), str(steps)]
+        out = self._script(model.READ, args, "reading the run's log")
+        if not out:
+            # The read script always prints its head line: nothing at all (exit 0) is output lost on the way (a
+            # Docker exec stream that ended before the command's output, seen under load). A read changes
+            # nothing, so it is asked again; twice nothing is the way failing (follow() then connects again).
+            out = self._script(model.READ, args, "reading the run's log")
+            if not out:
+                raise ScriptFailed(f"reading the run's log in '{self.env.name}' on {self.host_name} came back "
+                                   "empty twice", "check that the environment runs: `devenv status "
+                                   + self.host_name + "`")
         head, _, body = out.partition("\n")
         state, _, rest = head.partition(" ")
         size, _, code = rest.partition(" ")
