@@ -133,6 +133,18 @@ def _load_leftovers() -> set[str]:
     return {p.name for p in Path("/var/tmp").iterdir() if p.name.startswith(("podman", "devenv-load."))}
 
 
+def _no_load_leftovers_beyond(before: set[str], bound_s: float = 30.0) -> None:
+    """The killed load's wrapper removes its temp dir once the load has ended, on the host, after devenv has
+    already said the push failed: waited for (bounded), a dir still there after the bound is a leak (seen once
+    in .ci/run under load: the dir was there at the moment of the push's return)."""
+    import time
+
+    deadline = time.monotonic() + bound_s
+    while not _load_leftovers() <= before and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _load_leftovers() <= before, f"left on the host: {sorted(_load_leftovers() - before)}"
+
+
 def test_push_cut_midway_loads_nothing_and_says_so(docker_image, monkeypatch):
     before = _load_leftovers()
     killed: list[int] = []
@@ -155,7 +167,7 @@ def test_push_cut_midway_loads_nothing_and_says_so(docker_image, monkeypatch):
     assert "testbox-podman: failed after" in cut.output and "the stream from testbox broke" in cut.output
     assert "nothing was loaded on testbox-podman" in cut.output and "Hint:" in cut.output
     assert image_id("podman", docker_image.id) is None and image_id("podman", docker_image.name) is None
-    assert _load_leftovers() <= before  # not even the half archive podman had copied to a temp file
+    _no_load_leftovers_beyond(before)  # not even the half archive podman had copied to a temp file
 
 
 # --- docker -> docker: a second dockerd behind a second sshd (tests/second_dockerd.py) ----------------------------
@@ -237,7 +249,7 @@ def test_push_cut_over_openssh_loads_nothing(docker_image, docker2, cut, monkeyp
     else:
         assert "testbox-docker2's load" in result.output
     assert docker2.image_id(docker_image.id) is None and docker2.image_id(docker_image.name) is None
-    assert _load_leftovers() <= before
+    _no_load_leftovers_beyond(before)
     assert not _save_pids(docker_image.name) and not _load_pids(docker2)   # neither end outlived the push
 
 

@@ -365,7 +365,12 @@ def test_a_laptop_that_slept_while_the_host_dropped_it_reconnects_after_it_wakes
             sessions = len(server.session_pids())
             for pid in (proc.pid, master):            # the lid closes: everything on the laptop stops
                 os.kill(pid, signal.SIGSTOP)
-            wait_for("the host drops the sleeping client", lambda: len(server.session_pids()) < sessions, 60)
+            # the drop itself, from sshd's log: a count of session processes alone also fell when some other
+            # short-lived sshd process ended, and the laptop then woke before the host had dropped it (no
+            # 'dropped' ever came: seen once in .ci/run under load)
+            wait_for("the host drops the sleeping client",
+                     lambda: "Timeout, client not responding" in server.log_text()
+                     and len(server.session_pids()) < sessions, 60)
             for pid in (master, proc.pid):            # the lid opens
                 os.kill(pid, signal.SIGCONT)
             lines.wait("dropped")
