@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import shlex
-from collections.abc import Iterator
+from collections.abc import Generator
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
@@ -43,8 +43,9 @@ class Connection(Protocol):
         """Run a shell command; raise CommandTimeout past timeout, CommandFailed if check and non-zero."""
         ...
 
-    def stream(self, command: str, *, timeout: float | None = None) -> Iterator[str]:
-        """Run a long-lived command and yield its stdout lines as they come (one channel, one process)."""
+    def stream(self, command: str, *, timeout: float | None = None) -> Generator[str, None, None]:
+        """Run a long-lived command and yield its stdout lines as they come (one channel, one process); closing
+        the generator early ends the remote command."""
         ...
 
     def put(self, data: bytes, remote_path: str, mode: int = 0o644) -> None:

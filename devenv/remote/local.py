@@ -16,7 +16,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -47,7 +47,7 @@ class LocalConnection:
             raise CommandFailed(result)
         return result
 
-    def stream(self, command: str, *, timeout: float | None = None) -> Iterator[str]:
+    def stream(self, command: str, *, timeout: float | None = None) -> Generator[str, None, None]:
         """Yield stdout lines; closing the generator kills the command; a non-zero end raises CommandFailed."""
         out, err = b"", b""
         with _Process(command, None, None) as proc:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import replace
 from shlex import quote
 from typing import TYPE_CHECKING
@@ -164,7 +164,7 @@ class SSHConnection:
             raise CommandFailed(result)
         return result
 
-    def stream(self, command: str, *, timeout: float | None = None) -> Iterator[str]:
+    def stream(self, command: str, *, timeout: float | None = None) -> Generator[str, None, None]:
         """Yield stdout lines as they come. Closing the generator kills the remote command. A command that
         ends on its own with a non-zero code raises CommandFailed (with its stderr) after its last line."""
         io = self._start(command, None)

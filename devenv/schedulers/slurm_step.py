@@ -11,7 +11,7 @@ stream's srun is tied to its session (tied_to_session), and ends within seconds 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Generator
 
 from devenv.cluster.slurm_job import step_command
 from devenv.errors import CommandFailed, DevenvError
@@ -52,7 +52,7 @@ class StepConnection:
             raise CommandFailed(result)
         return result
 
-    def stream(self, command: str, *, timeout: float | None = None) -> Iterator[str]:
+    def stream(self, command: str, *, timeout: float | None = None) -> Generator[str, None, None]:
         return self.login.stream(tied_to_session(self._command(command)), timeout=timeout)
 
     def put(self, data: bytes, remote_path: str, mode: int = 0o644) -> None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 
 from devenv.errors import ConnectError, DevenvError, HostKeyError
@@ -80,7 +80,7 @@ class JobPlace:
         return (f"Slurm job {self.job_id} ({what}{left}) on {self.cluster}: node {self.node}"
                 + (f" of {', '.join(self.nodes)}" if len(self.nodes) > 1 else ""))
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, object]:
         return {"cluster": self.cluster, "job_id": self.job_id, "job_name": self.job_name, "node": self.node,
                 "nodes": list(self.nodes), "env": self.env, "time_left": self.time_left}
 
@@ -95,7 +95,7 @@ class HostSnapshot:
     message: str | None = None
     hint: str | None = None
     gpus: tuple[GpuSample, ...] = ()
-    history: dict[int, tuple] = field(default_factory=dict)   # gpu index -> points (GpuSample | Gap)
+    history: dict[int, tuple[GpuSample | Gap, ...]] = field(default_factory=dict)   # gpu index -> its points
     processes: tuple[ProcessSample, ...] = ()
     processes_t: float | None = None
     processes_error: str | None = None
@@ -121,8 +121,8 @@ class HostSnapshot:
     def processes_on(self, gpu: GpuSample) -> list[ProcessSample]:
         return [p for p in self.processes if p.gpu_uuid and p.gpu_uuid == gpu.uuid]
 
-    def to_dict(self, with_history: bool = False) -> dict:
-        data = {
+    def to_dict(self, with_history: bool = False) -> dict[str, object]:
+        data: dict[str, object] = {
             "host": self.host, "state": self.state, "time": self.t, "message": self.message, "hint": self.hint,
             "driver_version": self.driver_version, "last_sample_time": self.last_sample_t,
             "samples": self.samples, "reconnects": self.reconnects,
@@ -218,8 +218,10 @@ def negotiate_fields(conn: Connection, nvidia_smi: str = "nvidia-smi", timeout: 
         bad = invalid_field(result.stdout + result.stderr)
         if result.exit_code == 2 and bad in fields:
             alias = FIELD_ALIASES.get(bad)
-            fields[fields.index(bad)] = alias if alias and alias not in fields else None
-            fields = [f for f in fields if f]
+            if alias and alias not in fields:
+                fields[fields.index(bad)] = alias
+            else:
+                fields.remove(bad)
             continue
         raise _failure(conn.name, result)
     raise DevenvError(f"{conn.name}: nvidia-smi rejects every field we ask for", "run nvidia-smi on the host")
@@ -267,7 +269,8 @@ def _sample_once(conn: Connection, nvidia_smi: str, timeout: float, clock: Calla
         return HostSnapshot(host, NO_GPU, clock(), e.message, e.hint, host_stats=_host_stats_once(conn, timeout))
     except DevenvError as e:
         return HostSnapshot(host, ERROR, clock(), e.message, e.hint)
-    processes, apps_t, apps_error = (), None, None
+    processes: tuple[ProcessSample, ...] = ()
+    apps_t, apps_error = None, None
     login_user, host_stats, sm_error = None, None, None
     try:
         result = conn.run(apps_loop_script(nvidia_smi, once=True), timeout=timeout)
@@ -296,7 +299,7 @@ def _host_stats_once(conn: Connection, timeout: float) -> HostStats | None:
     return frames[-1].host if frames else None
 
 
-def _named(conn: Connection, processes, cache: dict[str, str]) -> tuple[ProcessSample, ...]:
+def _named(conn: Connection, processes: Iterable[ProcessSample], cache: dict[str, str]) -> tuple[ProcessSample, ...]:
     """Container ids replaced by names, asking docker only when an id is new."""
     ids = {p.container for p in processes if p.container}
     if ids - cache.keys():
@@ -337,7 +340,9 @@ class HostSampler:
         self._names: dict[str, str] = {}
         # state below is guarded by _lock
         self._version = 0
-        self._state, self._message, self._hint = CONNECTING, None, None
+        self._state = CONNECTING
+        self._message: str | None = None
+        self._hint: str | None = None
         self._latest: dict[int, GpuSample] = {}
         self._histories: dict[int, GpuHistory] = {}
         self._processes: tuple[ProcessSample, ...] = ()
@@ -396,8 +401,8 @@ class HostSampler:
                 fields, first = negotiate_fields(conn, self.nvidia_smi, clock=self._clock)
                 with self._changed:
                     self._fields = fields
-                    for sample in first:
-                        self._add_sample(sample)
+                    for first_sample in first:
+                        self._add_sample(first_sample)
                     self._set_state(OK)
                 self._host_only.clear()
                 self._streaming.set()

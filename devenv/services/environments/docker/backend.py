@@ -63,6 +63,7 @@ if TYPE_CHECKING:
     from devenv.remote.base import Connection
     from devenv.remote.envkey import EnvKey
     from devenv.runtimes.docker_runtime import DockerRuntime
+    from devenv.services.environments.autostop import AutostopPlan
 
 AUTHORIZED_KEYS_FILE = "/etc/devenv/authorized_keys"
 HOST_KEY_FILE = "/etc/ssh/ssh_host_ed25519_key.pub"
@@ -267,7 +268,7 @@ class Provisioner(FlowBackend):
         mode = bridgeless() if callable(bridgeless) else None
         if mode is not None:  # podman: on no bridge at all (a bridge of its own would not keep siblings out)
             events.step(f"Network: {mode} (on no bridge: only the published 127.0.0.1 ports reach it)")
-            return mode
+            return str(mode)
         labels = self._volume_labels(env_name, "network")
         mine = self.runtime.list_networks({k: labels[k] for k in (envspec.MANAGED, envspec.OWNER, envspec.ENV)})
         name = mine[0] if mine else envspec.network_name(self.owner, env_name)
@@ -275,9 +276,9 @@ class Provisioner(FlowBackend):
             events.step(f"Created network {name}")
         return name
 
-    def _create_and_start(self, env: EnvProfile, spec: dict, public_key: str, events: Events,
+    def _create_and_start(self, env: EnvProfile, spec: dict[str, Any], public_key: str, events: Events,
                           chosen_gpus: str | None = None, volumes: dict[str, str] | None = None,
-                          network: str | None = None):
+                          network: str | None = None) -> tuple[str, str | None, list[str]]:
         """Create and start. A taken preferred port is replaced by a free one, a ulimit the host refuses is
         dropped; both are said in the result's notes."""
         any_port: set[str] = set()
@@ -439,7 +440,7 @@ class Provisioner(FlowBackend):
         """The environment's token: the laptop's cache if it belongs to this container, else the host's file."""
         cached = envstate.load(self.host.name, env.name)
         if cached.get("container") == container and cached.get("token"):
-            return cached["token"]
+            return str(cached["token"])
         data = self.runtime.read_file(container, jupyter.TOKEN_FILE)
         token = data.decode().strip() if data else ""
         return token if len(token) >= 32 else None
@@ -486,13 +487,13 @@ class Provisioner(FlowBackend):
         info = self._container(env_name)
         return status_from_container(info, self.host.name) if info is not None else None
 
-    def _container(self, env_name: str):
+    def _container(self, env_name: str) -> ContainerInfo | None:
         """This owner's environment, by labels that name owner and env exactly (never by a name, which another
         owner's environment could share). The host label names the host as this laptop calls it; the same daemon
         reached under another name (an alias) still holds the same environment, so an exact host is preferred."""
         found = self.runtime.list_managed({envspec.MANAGED: "1", envspec.OWNER: self.owner, envspec.ENV: env_name})
         exact = [c for c in found if c.labels.get(envspec.HOST) == self.host.name]
-        return (exact or found or [None])[0]
+        return next(iter(exact or found), None)
 
     def volumes(self, env_name: str) -> list[str]:
         return self.runtime.list_volumes({envspec.MANAGED: "1", envspec.OWNER: self.owner, envspec.ENV: env_name})
@@ -502,9 +503,9 @@ class Provisioner(FlowBackend):
         removed = Removed(self.traits.down_verb)
         current = self.find(env_name)
         if current is not None:
-            self.runtime.stop(current.container, timeout=10)
-            self.runtime.remove(current.container)
-            removed.items.append(current.name)
+            self.runtime.stop(_id(current), timeout=10)
+            self.runtime.remove(_id(current))
+            removed.items.append(current.name or _id(current))
         # its network too (a container is what holds one; one left by an interrupted `up` goes as well)
         for network in self.runtime.list_networks({envspec.MANAGED: "1", envspec.OWNER: self.owner,
                                                    envspec.ENV: env_name}):
@@ -521,7 +522,7 @@ class Provisioner(FlowBackend):
 
     autostops = True
 
-    def autostop_plan(self, env: EnvProfile, result: UpResult):
+    def autostop_plan(self, env: EnvProfile, result: UpResult) -> AutostopPlan:
         """The watcher runs on the host beside the container (never inside: the container's restart policy,
         unless-stopped, would start it again after an exit from within), with the host's python; it sees the
         container's processes in the host's /proc by their cgroup, and stops it with the engine's CLI."""
@@ -551,7 +552,7 @@ class Provisioner(FlowBackend):
             raise DevenvError(f"no environment '{env_name}' on {self.host.name}",
                               f"start it with `devenv up {self.host.name} --env {env_name}`; "
                               f"`devenv status {self.host.name}` lists what is there")
-        return current.container
+        return _id(current)
 
     def running_container_of(self, env_name: str) -> str:
         return self._running(env_name).container or ""
@@ -574,7 +575,7 @@ class Provisioner(FlowBackend):
         cached = envstate.load(self.host.name, env_name)
         token = cached.get("token") if cached.get("container") == current.container else None
         if not token:
-            data = self.runtime.read_file(current.container, jupyter.TOKEN_FILE)
+            data = self.runtime.read_file(_id(current), jupyter.TOKEN_FILE)
             token = data.decode().strip() if data else ""
             if not token:
                 raise DevenvError(f"the environment '{env_name}' on {self.host.name} has no Jupyter token",
@@ -590,7 +591,7 @@ class Provisioner(FlowBackend):
             raise DevenvError(f"the environment '{env_name}' on {self.host.name} has no running sshd ({state})",
                               f"start it with `devenv up {self.host.name} --env {env_name}` "
                               "(and sshd: true in its profile)")
-        data = self.runtime.read_file(current.container, HOST_KEY_FILE)
+        data = self.runtime.read_file(_id(current), HOST_KEY_FILE)
         if not data:
             raise DevenvError(f"the environment '{env_name}' on {self.host.name} has no sshd host key yet",
                               "wait until `devenv up` reports it ready, then try again")
@@ -604,7 +605,7 @@ class Provisioner(FlowBackend):
         """(chunks of (stdout, stderr) bytes, a function giving the exit code once they are read), run as the
         environment's user (its spec says which; root unless it has its own)."""
         current = self._running(env_name)
-        container = current.container or ""
+        container = _id(current)
         user = envspec.user_of(current.spec)
         if user == "root":
             return _as_a_shell_says(self.runtime.exec_stream(container, argv), argv)
@@ -638,7 +639,7 @@ class Provisioner(FlowBackend):
         from devenv.env.runs import RUNS_FOLDER
 
         current = self._running(env.name)
-        container, user = current.container or "", envspec.user_of(current.spec)
+        container, user = _id(current), envspec.user_of(current.spec)
 
         def script(text: str, args: list[str]) -> tuple[int, str, str]:   # exec's, without asking for it again
             argv = ["sh", "-c", text, "devenv", *args]
@@ -710,8 +711,10 @@ def _fingerprint(key: EnvKey | None) -> str:
     return key.fingerprint if key else ""
 
 
-def _as_a_shell_says(stream: ExecStream, argv: list[str]) -> ExecStream:
-    """A command the container does not have: exit 127 and one line on stderr, as ssh's shell says it (the
+def _as_a_shell_says(stream: tuple[Iterator[tuple[bytes | None, bytes | None]], Callable[[], int]],
+                     argv: list[str]) -> ExecStream:
+    """The engine's exec stream as the contract's: a side with nothing this time is b"" (the engine gives None),
+    and a command the container does not have exits 127 with one line on stderr, as ssh's shell says it (the
     engine says 126 and 'OCI runtime exec failed: ... executable file not found in $PATH: unknown' on stdout)."""
     chunks, exit_code = stream
     missing = False
@@ -724,9 +727,18 @@ def _as_a_shell_says(stream: ExecStream, argv: list[str]) -> ExecStream:
                 missing = True
                 yield b"", f"{argv[0]}: command not found\n".encode(errors="replace")
                 continue
-            yield out, err
+            yield out or b"", err or b""
 
     return passed_on(), lambda: 127 if missing else exit_code()
+
+
+def _id(current: EnvStatus) -> str:
+    """A docker environment's container id (status_from_container always sets it; the type allows None for the
+    backends without a container)."""
+    if not current.container:
+        raise DevenvError(f"the environment '{current.env}' on {current.host} has no container id",
+                          f"`devenv status {current.host}` shows what the engine lists")
+    return current.container
 
 
 def _services(env: EnvProfile) -> list[str]:

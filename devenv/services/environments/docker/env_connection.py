@@ -7,7 +7,7 @@ python and its torch, exactly as they run on a bare host. Commands run through t
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from typing import Protocol
 
 from devenv.errors import CommandFailed, CommandTimeout, DevenvError
@@ -42,7 +42,7 @@ class ContainerConnection:
             raise CommandFailed(result)
         return result
 
-    def stream(self, command: str, *, timeout: float | None = None) -> Iterator[str]:
+    def stream(self, command: str, *, timeout: float | None = None) -> Generator[str, None, None]:
         """Yield stdout lines; a non-zero end raises CommandFailed with the end of stderr."""
         chunks, exit_code = self.runtime.exec_stream(self.container, ["bash", "-c", command])
         deadline = time.monotonic() + timeout if timeout else None

@@ -60,7 +60,8 @@ if TYPE_CHECKING:
     from devenv.remote.base import Connection, Result
     from devenv.remote.envkey import EnvKey
     from devenv.remote.relay import Spare
-    from devenv.runtimes.host_runtime import PreparedFiles
+    from devenv.runtimes.host_runtime import HostRuntime, PreparedFiles
+    from devenv.schedulers.slurm import Slurm
     from devenv.services.monitor import JobPlace
 
 LIVE = ("pending", "running", "ending")
@@ -119,7 +120,8 @@ class SlurmEnvironments(FlowBackend):
 
         return job_places(connect(), host)
 
-    def __init__(self, host: HostProfile, conn, slurm, files, owner: str | None = None,
+    def __init__(self, host: HostProfile, conn: Connection, slurm: Slurm, files: HostRuntime,
+                 owner: str | None = None,
                  clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep,
                  check: Check | None = None):
         self.check = check            # the preflight; None: `up` checks nothing
@@ -140,7 +142,7 @@ class SlurmEnvironments(FlowBackend):
     def job_name(self, env_name: str) -> str:
         return slurm_job.job_name(self.owner, env_name)
 
-    def spec(self, env: EnvProfile) -> dict:
+    def spec(self, env: EnvProfile) -> dict[str, Any]:
         settings = self.settings.to_dict()
         settings.pop("queue_timeout")    # how long we wait is not part of what runs
         return {"env": env.name, "runtime": "slurm", "python": self.host.python,
@@ -153,7 +155,7 @@ class SlurmEnvironments(FlowBackend):
         """The env's live job (newest), else its newest ended one Slurm still remembers, else None."""
         return max(self.slurm.jobs(self.job_name(env_name)), key=_rank, default=None)
 
-    def job_state(self, env_name: str, job_id: str) -> dict | None:
+    def job_state(self, env_name: str, job_id: str) -> dict[str, Any] | None:
         """job-<id>.json (node, port) the launcher wrote on the compute node; None before it ran."""
         result = self.conn.run(f"cat {self._env_path(env_name, f'job-{int(job_id)}.json')}", timeout=30)
         try:
@@ -161,13 +163,13 @@ class SlurmEnvironments(FlowBackend):
         except ValueError:
             return None
 
-    def _status(self, env_name: str, job: Job, state: dict | None = None,
+    def _status(self, env_name: str, job: Job, state: dict[str, Any] | None = None,
                 spot: slurm_text.QueueSpot | None = None) -> EnvStatus:
         nodes = self.slurm.hostnames(job.nodes) if job.nodes else []
         if job.phase == "running":
             state = state if state is not None else self.job_state(env_name, job.job_id)
         running = job.phase == "running" and bool(state)
-        queue: dict = {}
+        queue: dict[str, Any] = {}
         if job.phase == "pending":
             spot = spot if spot is not None else self.slurm.queue_spot(job.job_id)
             detail = slurm_text.wait_text(job, spot, None, self.settings.queue_timeout)
@@ -367,12 +369,12 @@ class SlurmEnvironments(FlowBackend):
                             f"on the login node); `devenv status {host}` shows it, `devenv up {host} {again}` "
                             f"waits for it")
 
-    def _up_result(self, env_name: str, job: Job, state: dict, action: str, token: str,
+    def _up_result(self, env_name: str, job: Job, state: dict[str, Any], action: str, token: str,
                    spare: Spare | None = None) -> UpResult:
         access = self._access(env_name, job, state, token, spare)
         return UpResult(access.status, action, token, None, jupyter=access)
 
-    def _access(self, env_name: str, job: Job, state: dict, token: str,
+    def _access(self, env_name: str, job: Job, state: dict[str, Any], token: str,
                 spare: Spare | None = None) -> JupyterAccess:
         """Jupyter on the node's loopback, reached by the login node's relay through the job (srun --overlap)."""
         port = int(state["port"])
@@ -394,13 +396,13 @@ class SlurmEnvironments(FlowBackend):
                                                 options.ready_timeout + 30)
         return start_spare(self.conn, command)
 
-    def _need_jupyterlab(self, facts: dict) -> None:
+    def _need_jupyterlab(self, facts: dict[str, Any]) -> None:
         if not facts.get("jupyterlab"):
             raise DevenvError(f"{self.host.python} on {self.host.name} (python {facts.get('python')}) has no "
                               f"JupyterLab", f"install it where the compute nodes see it (a venv on the shared "
                                              f"file system): {self.host.python} -m pip install jupyterlab")
 
-    def _wait_start(self, env_name: str, job_id: str, events) -> Job:
+    def _wait_start(self, env_name: str, job_id: str, events: Events) -> Job:
         """Until the job runs; bounded by slurm.queue_timeout, cancelling it on timeout or a hopeless reason.
         While it pends, a line every REPORT_EVERY_S (and when the reason changes): Slurm's reason, how long it
         has waited, the limit, its place in the partition's queue; the first one once Slurm gave a reason
@@ -446,7 +448,8 @@ class SlurmEnvironments(FlowBackend):
             polls += 1
             self._sleep(0.25 if polls < 20 else 1.0)   # 5 s of quick polls: a free queue starts a job in 1-4 s
 
-    def _wait_ready(self, env_name: str, job: Job, events, timeout: float, spare: Spare | None = None) -> dict:
+    def _wait_ready(self, env_name: str, job: Job, events: Events, timeout: float,
+                    spare: Spare | None = None) -> dict[str, Any]:
         """Until Jupyter answers on the job's node (probed with srun --overlap); its job-<id>.json. A relay
         started ahead (spare) is closed when the wait fails."""
         try:
@@ -456,11 +459,11 @@ class SlurmEnvironments(FlowBackend):
                 spare.discard()
             raise
 
-    def _wait_answering(self, env_name: str, job: Job, events, timeout: float) -> dict:
+    def _wait_answering(self, env_name: str, job: Job, events: Events, timeout: float) -> dict[str, Any]:
         nodes = self.slurm.hostnames(job.nodes) if job.nodes else []
         events.step(f"Job {job.job_id} running on {', '.join(nodes) or '?'}; waiting for Jupyter "
                     f"(at most {timeout:.0f} s)")
-        found: dict = {}
+        found: dict[str, Any] = {}
         deadline = self._clock() + timeout
         batch_node = nodes[0] if nodes else ""
 
@@ -478,7 +481,8 @@ class SlurmEnvironments(FlowBackend):
 
         jupyter.wait_ready(probe, lambda: self.job_log(env_name, job.job_id, 30), host=self.host.name,
                            timeout=timeout, on_wait=getattr(events, "waiting", None))
-        return found["state"]
+        state: dict[str, Any] = found["state"]
+        return state
 
     def _ended(self, env_name: str, job: Job) -> JobEnded:
         log = self.job_log(env_name, job.job_id, 15)
@@ -492,7 +496,7 @@ class SlurmEnvironments(FlowBackend):
         return JobEnded(message, hint.get(job.outcome, f"`devenv up {self.host.name}` starts a new job"))
 
     def _ready_on_node(self, env_name: str, job_id: str, node: str,
-                       wait_s: float) -> tuple[str, dict | None, Result]:
+                       wait_s: float) -> tuple[str, dict[str, Any] | None, Result]:
         """One round trip: wait up to wait_s on the login node for Jupyter's "is running at" line in the job's
         log (a grep every 0.1 s; squeue once a second ends the wait when the job stops running), read the
         launcher's job-<id>.json (node, port), then probe that port on the node (srun --overlap). Jupyter runs
@@ -581,7 +585,7 @@ class SlurmEnvironments(FlowBackend):
         return DevenvError(f"no Jupyter token for '{env_name}' on {self.host.name}",
                            f"restart it: `devenv down {self.host.name}` then `devenv up {self.host.name}`")
 
-    def running(self, env_name: str) -> tuple[EnvStatus, Job, dict]:
+    def running(self, env_name: str) -> tuple[EnvStatus, Job, dict[str, Any]]:
         job = self.job_of(env_name)
         if job is None:
             raise DevenvError(f"no environment '{env_name}' on {self.host.name}",

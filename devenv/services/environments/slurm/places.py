@@ -73,7 +73,8 @@ def waiting_jobs(conn: Connection, host: HostProfile) -> list[Waiting]:
     return jobs_and_places(conn, host)[1]
 
 
-def no_job_snapshot(cluster: str, waiting: list[Waiting] | None = None, clock=time.time) -> HostSnapshot:
+def no_job_snapshot(cluster: str, waiting: list[Waiting] | None = None,
+                    clock: Callable[[], float] = time.time) -> HostSnapshot:
     """A cluster where no devenv job of the user's runs: said so, or (waiting) the jobs still in the queue,
     each with Slurm's reason, how long it has waited and its place in the partition's queue."""
     if waiting:
@@ -85,7 +86,7 @@ def no_job_snapshot(cluster: str, waiting: list[Waiting] | None = None, clock=ti
                         f"`devenv up {cluster}` starts one; its nodes show up here once it runs")
 
 
-def ended_snapshot(place: JobPlace, clock=time.time) -> HostSnapshot:
+def ended_snapshot(place: JobPlace, clock: Callable[[], float] = time.time) -> HostSnapshot:
     """A node of a job that no longer runs (cancelled, done, timed out, its node failed): said, not retried."""
     return HostSnapshot(place.name, JOB_ENDED, clock(), f"job {place.job_id} ({place.job_name}) no longer runs "
                         f"on {place.cluster} (squeue --me)", f"`devenv status {place.cluster}` says how it ended",

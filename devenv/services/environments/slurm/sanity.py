@@ -15,12 +15,18 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from devenv.cluster.errors import JobEnded, JobRejected, QueueTimeout
 from devenv.cluster.slurm_job import JOB_PREFIX, JobRequest, SlurmSettings, check_time
 from devenv.config.profiles import HostProfile
 from devenv.errors import DevenvError
 from devenv.sanity.multinode import MultiNodeVerdict, judge
+
+if TYPE_CHECKING:
+    from devenv.cluster.slurm_text import Job
+    from devenv.remote.base import Connection
+    from devenv.schedulers.slurm import Slurm
 
 SCRIPT = Path(__file__).resolve().parents[3] / "sanity" / "scripts" / "multinode.py"
 # How a sanity job's end reads: its script ran to its end (a result to judge; FAILED: a check failed), or
@@ -70,18 +76,18 @@ class MultiNodeResult:
     job_id: str
     nodes: list[str]
     verdict: MultiNodeVerdict
-    multi: dict | None
-    single: dict | None
+    multi: dict[str, Any] | None
+    single: dict[str, Any] | None
     log_path: str
     log_tail: list[str]
     elapsed_s: float
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"host": self.host, "job_id": self.job_id, "nodes": self.nodes, "verdict": self.verdict.to_dict(),
                 "multi": self.multi, "single": self.single, "log": self.log_path, "elapsed_s": self.elapsed_s}
 
 
-def run_multinode(host: HostProfile, conn, slurm, nodes: int, *, python: str | None = None,
+def run_multinode(host: HostProfile, conn: Connection, slurm: Slurm, nodes: int, *, python: str | None = None,
                   time_limit: str = RUN_TIME, on_step: Callable[[str], None] | None = None,
                   clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep,
                   poll_s: float = 2.0) -> MultiNodeResult:
@@ -125,7 +131,7 @@ def run_multinode(host: HostProfile, conn, slurm, nodes: int, *, python: str | N
                            single, f"{run_dir}/job.log", tail, clock() - started)
 
 
-def _rejected_nodes(error: JobRejected, slurm, settings: SlurmSettings, host_name: str) -> JobRejected:
+def _rejected_nodes(error: JobRejected, slurm: Slurm, settings: SlurmSettings, host_name: str) -> JobRejected:
     """A node count Slurm refuses came from --nodes, not from the host profile: say so, with the count the
     partition has (asked of Slurm only on this way out)."""
     if "node count" not in error.message.lower():
@@ -144,7 +150,8 @@ def _rejected_nodes(error: JobRejected, slurm, settings: SlurmSettings, host_nam
                        f"partitions and their nodes)")
 
 
-def _wait(slurm, job_id, queue_timeout, run_timeout, say, clock, sleep, poll_s, host_name):
+def _wait(slurm: Slurm, job_id: str, queue_timeout: float, run_timeout: float, say: Callable[[str], None],
+          clock: Callable[[], float], sleep: Callable[[float], None], poll_s: float, host_name: str) -> Job:
     """Until the job has ended: at most queue_timeout pending, then at most run_timeout running."""
     pending_until = clock() + queue_timeout
     running_until = None
@@ -186,7 +193,7 @@ def _wait(slurm, job_id, queue_timeout, run_timeout, say, clock, sleep, poll_s, 
         sleep(poll_s)
 
 
-def _read_json(conn, path: str) -> dict | None:
+def _read_json(conn: Connection, path: str) -> dict[str, Any] | None:
     result = conn.run(f"cat {shlex.quote(path)}", timeout=30)
     try:
         return json.loads(result.stdout) if result.ok else None
