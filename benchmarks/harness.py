@@ -9,6 +9,7 @@ import socket
 import statistics
 import time
 import urllib.request
+from pathlib import Path
 
 
 def answers(url: str, token: str) -> bool:
@@ -47,13 +48,32 @@ def medians(times: dict[str, list[float]]) -> dict[str, dict]:
             for way, runs in times.items() if runs}
 
 
+def bench_home(env_name: str, image: str) -> tuple[Path, dict[str, str]]:
+    """A DEVENV_HOME of its own for one benchmark (a temporary copy of the test host's, from .testhost/env) with
+    the env profile env_name: image, free local ports for Jupyter and ssh, no GPUs; and the environment to run
+    devenv in (that home, owner "bench"). The caller removes the folder."""
+    import shutil
+    import tempfile
+    import textwrap
+
+    home = Path(tempfile.mkdtemp(prefix="bench-home-"))
+    shutil.copytree(os.environ["DEVENV_HOME"], home, dirs_exist_ok=True)
+    (home / "profiles" / "envs").mkdir(parents=True, exist_ok=True)
+    (home / "profiles" / "envs" / f"{env_name}.yaml").write_text(textwrap.dedent(f"""\
+        image: {image}
+        ports: {{jupyter: {free_port()}, ssh: {free_port()}}}
+        shm_size: 1g
+        gpus: none
+        """))
+    return home, {**os.environ, "DEVENV_HOME": str(home), "DEVENV_OWNER": "bench"}
+
+
 def byte_compile_devenv() -> None:
     """devenv as `pip install ./devenv` (and scripts/install) leaves it: byte-compiled. A checkout run where
     PYTHONDONTWRITEBYTECODE is set would otherwise compile devenv again in every CLI run (about 0.2 s on
     2 cores: benchmarks/cli_startup.py), which no installed devenv does."""
     import subprocess
     import sys
-    from pathlib import Path
 
     subprocess.run([sys.executable, "-m", "compileall", "-q", str(Path(__file__).resolve().parent.parent / "devenv")],
                    check=True, stdout=subprocess.DEVNULL)

@@ -21,15 +21,13 @@ import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
-import textwrap
 import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from benchmarks.harness import byte_compile_devenv, free_port, machine, medians  # noqa: E402
+from benchmarks.harness import bench_home, byte_compile_devenv, machine, medians  # noqa: E402
 
 ENV_NAME = "bench-runs"
 # 1,000 finished runs, as the supervisor leaves them (meta.json, log, exit), made in one go in the environment
@@ -83,16 +81,7 @@ def main() -> None:
     if not os.environ.get("DEVENV_SSH_CONFIG"):
         sys.exit("source .testhost/env first")
     byte_compile_devenv()   # as installed (see harness)
-    home = Path(tempfile.mkdtemp(prefix="bench-home-"))
-    shutil.copytree(os.environ["DEVENV_HOME"], home, dirs_exist_ok=True)
-    (home / "profiles" / "envs").mkdir(parents=True, exist_ok=True)
-    (home / "profiles" / "envs" / f"{ENV_NAME}.yaml").write_text(textwrap.dedent(f"""\
-        image: {args.image}
-        ports: {{jupyter: {free_port()}, ssh: {free_port()}}}
-        shm_size: 1g
-        gpus: none
-        """))
-    environ = {**os.environ, "DEVENV_HOME": str(home), "DEVENV_OWNER": "bench"}
+    home, environ = bench_home(ENV_NAME, args.image)
     on = ("testbox", "--env", ENV_NAME)
     times: dict[str, list[float]] = {"exec -- true": [], "run -- true (prints id)": [],
                                      "runs --json (1000 finished)": [], "exec -- true (same runs)": []}

@@ -40,7 +40,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-from harness import machine  # noqa: E402
+from harness import free_port, machine  # noqa: E402
 from netns_link import NetnsLink, NetnsSSHD  # noqa: E402
 from sshd_fixture import make_key  # noqa: E402
 
@@ -128,12 +128,6 @@ def stop(proc: subprocess.Popen) -> None:
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def outage(setup: Setup, mode: str, seconds: float, cut: str = "link") -> dict[str, float | None]:

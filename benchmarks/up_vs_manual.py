@@ -24,14 +24,13 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import textwrap
 import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from benchmarks.harness import byte_compile_devenv, free_port, machine, medians, wait_answering  # noqa: E402
+from benchmarks.harness import bench_home, byte_compile_devenv, free_port, machine, medians, wait_answering  # noqa: E402
 from devenv.config import profiles  # noqa: E402
 from devenv.remote import openssh  # noqa: E402
 
@@ -109,16 +108,7 @@ def main() -> None:
         sys.exit(f"image {args.image} is not on the test host: run the integration tests, or "
                  f"`devenv image build testbox --env <an env with image: {args.image}>`")
     byte_compile_devenv()   # as installed (see harness)
-    home = Path(tempfile.mkdtemp(prefix="bench-home-"))
-    shutil.copytree(os.environ["DEVENV_HOME"], home, dirs_exist_ok=True)
-    (home / "profiles" / "envs").mkdir(parents=True, exist_ok=True)
-    (home / "profiles" / "envs" / f"{ENV_NAME}.yaml").write_text(textwrap.dedent(f"""\
-        image: {args.image}
-        ports: {{jupyter: {free_port()}, ssh: {free_port()}}}
-        shm_size: 1g
-        gpus: none
-        """))
-    environ = {**os.environ, "DEVENV_HOME": str(home), "DEVENV_OWNER": "bench"}
+    home, environ = bench_home(ENV_NAME, args.image)
     host = profiles.load_host("testbox")
 
     def down():

@@ -178,3 +178,18 @@ def test_the_sshd_probe_says_who_it_is_so_sshd_logs_no_error(tmp_path, key, monk
         log = server.log_text()[before:]
     assert "Connection closed by 127.0.0.1" in log and "[preauth]" in log
     assert "kex_exchange_identification" not in log
+
+
+@pytest.mark.parametrize(("body", "version"), [
+    (b'{"version": "2.14.2"}', "2.14.2"),
+    ('{"version": "2.14.2"}', "2.14.2"),
+    (b"<html>a web server</html>", None),
+    (b'["version"]', None),                 # JSON, but not an object
+    (b'{"version": 2}', None),              # not a version string
+    (b"", None),
+])
+def test_what_counts_as_jupyters_api_answer(body, version):
+    """One rule for the readiness probe (over the host's connection) and the monitor's `j` (through the tunnel)."""
+    from devenv.remote.portprobe import api_version
+
+    assert api_version(body) == version

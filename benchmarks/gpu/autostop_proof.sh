@@ -14,24 +14,12 @@
 set -uo pipefail
 OUT=${OUT:-/tmp/autostop-proof}; mkdir -p "$OUT"
 WINDOW=${WINDOW:-15s}; WINDOW_S=${WINDOW%s}; HOLD_WINDOWS=${HOLD_WINDOWS:-4}
-step() { printf '\n=== %s (%s)\n' "$*" "$(date -u +%T)" | tee -a "$OUT/proof.log"; }
-say() { echo "$*" | tee -a "$OUT/proof.log"; }
-run() { echo "+ $*" | tee -a "$OUT/proof.log"; "$@" 2>&1 | tee -a "$OUT/proof.log"; return "${PIPESTATUS[0]}"; }
+. "$(dirname "${BASH_SOURCE[0]}")/common.sh"   # step, say, run, devenv, work_in, start_gpuhost, torch_python, host_profile
 
-bash .gpuhost/start >"$OUT/start.log" 2>&1 || { cat "$OUT/start.log"; exit 1; }
-export PYTHONPATH=/tmp/site:$PWD
-TORCH_PY=/opt/torch/.venv/bin/python3; [ -x "$TORCH_PY" ] || TORCH_PY=$(command -v python3)
+start_gpuhost "$OUT/start.log"
+TORCH_PY=$(torch_python)
 export DEVENV_HOME=/tmp/devenv-home-autostop DEVENV_OWNER=proof
-rm -rf "$DEVENV_HOME"; mkdir -p "$DEVENV_HOME/profiles/hosts"
-cat >"$DEVENV_HOME/profiles/hosts/gpu-host.yaml" <<YAML
-description: The H200 machine over SSH (dropbear on 127.0.0.1:2222), no Docker
-ssh:
-  alias: gpu-host
-runtime: host
-python: /tmp/gpu-python
-default_env: cuda
-YAML
-devenv() { python3 -m devenv "$@"; }
+rm -rf "$DEVENV_HOME"; host_profile gpu-host /tmp/gpu-python cuda
 KEY=proof-cuda
 STATE=~/.devenv/autostop/$KEY/state.json
 

@@ -4,28 +4,14 @@
 # (dropbear on 127.0.0.1:2222, host key pinned), exactly as a user's laptop would reach a GPU box.
 #   SUITE=quick|full (sanity), GPUS (expected GPU count, for the note). Outputs land in $OUT.
 set -uo pipefail
-FINAL=${OUT:-/tmp/gpu-proof-out}; mkdir -p "$FINAL"
-OUT=/tmp/gpu-proof; rm -rf "$OUT"; mkdir -p "$OUT"   # everything lands here, then one tarball goes back
+. "$(dirname "${BASH_SOURCE[0]}")/common.sh"   # step, say, run, devenv, work_in, start_gpuhost, torch_python, host_profile
+work_in gpu-proof proof.tar.gz   # everything lands in /tmp/gpu-proof, then one tarball goes back
 SUITES=${SUITES:-quick}
-trap 'cp "$OUT/proof.log" "$FINAL/" 2>/dev/null; tar -C /tmp -czf "$FINAL/proof.tar.gz" gpu-proof' EXIT
-step() { printf '\n=== %s (%s)\n' "$*" "$(date -u +%T)" | tee -a "$OUT/proof.log"; }
-run() { echo "+ $*" | tee -a "$OUT/proof.log"; "$@" 2>&1 | tee -a "$OUT/proof.log"; return "${PIPESTATUS[0]}"; }
 
-bash .gpuhost/start >"$OUT/start.log" 2>&1 || { cat "$OUT/start.log"; exit 1; }
-export PYTHONPATH=/tmp/site:$PWD
-TORCH_PY=$(command -v python3)
-[ -x /opt/torch/.venv/bin/python3 ] && TORCH_PY=/opt/torch/.venv/bin/python3
+start_gpuhost "$OUT/start.log"
+TORCH_PY=$(torch_python)
 export DEVENV_HOME=/tmp/devenv-home
-mkdir -p "$DEVENV_HOME/profiles/hosts"
-cat >"$DEVENV_HOME/profiles/hosts/gpu-host.yaml" <<YAML
-description: The H200 machine over SSH (dropbear on 127.0.0.1:2222), no Docker
-ssh:
-  alias: gpu-host
-runtime: host
-python: $TORCH_PY
-default_env: cuda
-YAML
-devenv() { python3 -m devenv "$@"; }
+host_profile gpu-host "$TORCH_PY" cuda
 
 step "machine"
 run nvidia-smi -L; run "$TORCH_PY" -c 'import torch; print(torch.__version__, torch.version.cuda, torch.cuda.device_count())'

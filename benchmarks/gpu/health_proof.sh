@@ -4,25 +4,17 @@
 # co-tenant named), `sanity --dcgm` on a host without DCGM, and devenv's occupancy frames with pmon recorded for the
 # tests. The device tool runs this from the repo root with .gpuhost carried; everything lands in $OUT.
 set -uo pipefail
-FINAL=${OUT:-/tmp/health-proof-out}; mkdir -p "$FINAL"
-OUT=/tmp/health-proof; rm -rf "$OUT"; mkdir -p "$OUT"
-trap 'cp "$OUT/proof.log" "$FINAL/" 2>/dev/null; tar -C /tmp -czf "$FINAL/health-proof.tar.gz" health-proof' EXIT
-step() { printf '\n=== %s (%s)\n' "$*" "$(date -u +%T)" | tee -a "$OUT/proof.log"; }
+. "$(dirname "${BASH_SOURCE[0]}")/common.sh"   # step, say, run, devenv, work_in, start_gpuhost, torch_python, host_profile
+work_in health-proof
 
-bash .gpuhost/start >"$OUT/start.log" 2>&1 || { cat "$OUT/start.log"; exit 1; }
-export PYTHONPATH=/tmp/site:$PWD
-TORCH_PY=/opt/torch/.venv/bin/python3
+start_gpuhost "$OUT/start.log"
+TORCH_PY=$(torch_python)
 export DEVENV_HOME=/tmp/devenv-home
-mkdir -p "$DEVENV_HOME/profiles/hosts"
-for h in gpu-host gpu-user; do
-  printf 'description: the H200 machine over SSH (dropbear)\nssh:\n  alias: %s\nruntime: host\npython: %s\ndefault_env: cuda\n' \
-    "$h" "$TORCH_PY" >"$DEVENV_HOME/profiles/hosts/$h.yaml"
-done
+for h in gpu-host gpu-user; do host_profile "$h" "$TORCH_PY" cuda; done
 # a normal user on the same sshd (kernel.dmesg_restrict=1 there: the kernel log is root's)
 useradd -m devuser >/dev/null 2>&1; mkdir -p ~devuser/.ssh; cp ~/.ssh/authorized_keys ~devuser/.ssh/
 chown -R devuser ~devuser/.ssh; chmod 700 ~devuser/.ssh
 printf '\nHost gpu-user\n  HostName 127.0.0.1\n  Port 2222\n  User devuser\n  IdentityFile %s/.ssh/id_ed25519\n' "$HOME" >>~/.ssh/config
-devenv() { python3 -m devenv "$@"; }
 frame() { "$TORCH_PY" -c 'from devenv.gpu.occupancy import occupancy_script; print(occupancy_script(pmon=True))' | sh; }
 
 step "check gpu-host (idle)"

@@ -12,26 +12,15 @@
 # Outputs land in $OUT: proof.log (the summary) and proof.tar.gz (every output).
 set -uo pipefail
 OUT=${OUT:-/tmp/multi-gpu-proof}; mkdir -p "$OUT"; W=$OUT/work; mkdir -p "$W"
-step() { printf '\n=== %s (%s)\n' "$*" "$(date -u +%T)" | tee -a "$OUT/proof.log"; }
-say() { echo "$*" | tee -a "$OUT/proof.log"; }
+. "$(dirname "${BASH_SOURCE[0]}")/common.sh"   # step, say, run, devenv, work_in, start_gpuhost, torch_python, host_profile
 finish() { tar -C "$W" -czf "$OUT/proof.tar.gz" . ; }
 trap finish EXIT
 
-bash .gpuhost/start >"$W/start.log" 2>&1 || { cat "$W/start.log"; exit 1; }
-export PYTHONPATH=/tmp/site:$PWD
-TORCH_PY=/opt/torch/.venv/bin/python3
+start_gpuhost "$W/start.log"
+TORCH_PY=$(torch_python)
 export DEVENV_HOME=/tmp/devenv-home-multi
-rm -rf "$DEVENV_HOME"; mkdir -p "$DEVENV_HOME/profiles/hosts" "$DEVENV_HOME/profiles/envs"
-cat >"$DEVENV_HOME/profiles/hosts/gpu-host.yaml" <<YAML
-description: The H200 machine over SSH (dropbear on 127.0.0.1:2222), no Docker
-ssh:
-  alias: gpu-host
-runtime: host
-python: /tmp/gpu-python
-default_env: one
-YAML
+rm -rf "$DEVENV_HOME"; mkdir -p "$DEVENV_HOME/profiles/envs"; host_profile gpu-host /tmp/gpu-python one
 printf 'image: devenv/pytorch:unused-on-a-bare-host\ngpus: 1\n' >"$DEVENV_HOME/profiles/envs/one.yaml"
-devenv() { python3 -m devenv "$@"; }
 GPUS=$(nvidia-smi -L | grep -c '^GPU ')
 
 load() {  # a bf16 matmul loop on GPU $3 for $1 seconds, started with setsid (another user's job); pid in $2

@@ -10,11 +10,10 @@
 # GPUs as CDI devices), a kernel through devenv's tunnel, sanity inside the container, monitor, down.
 set -uo pipefail
 OUT=${OUT:-/tmp/podman-proof}; mkdir -p "$OUT"   # written as it goes: a run cut short still leaves its log
-step() { printf '\n=== %s (%s)\n' "$*" "$(date -u +%T)" | tee -a "$OUT/proof.log"; }
-run() { echo "+ $*" | tee -a "$OUT/proof.log"; "$@" 2>&1 | tee -a "$OUT/proof.log"; return "${PIPESTATUS[0]}"; }
+. "$(dirname "${BASH_SOURCE[0]}")/common.sh"   # step, say, run, devenv, work_in, start_gpuhost, torch_python, host_profile
 
 step "start: SSH GPU host (dropbear), podman + CDI spec, slirp4netns for published ports"
-bash .gpuhost/start >"$OUT/start.log" 2>&1 || { cat "$OUT/start.log"; exit 1; }
+start_gpuhost "$OUT/start.log"
 bash .gpucontainers/start >>"$OUT/start.log" 2>&1 || { cat "$OUT/start.log"; exit 1; }
 cp .gpupodman/slirp4netns /tmp/.pod/bin/ && cp .gpupodman/libslirp.so.0 /tmp/.pod/lib/
 # No CNI plugins here: containers get their own network namespace through slirp4netns, which also publishes
@@ -34,8 +33,7 @@ printf '#!/bin/sh\nLD_LIBRARY_PATH=/tmp/.pod/lib PATH=/tmp/.pod/bin:$PATH exec /
 chmod +x /usr/local/bin/podman
 unset LD_LIBRARY_PATH; export PATH=${PATH#/tmp/.pod/bin:}   # from here on, `podman` is the wrapper, as over SSH
 cat /etc/cdi/nvidia.yaml | head -n 20 >"$OUT/cdi-spec-head.yaml"
-export PYTHONPATH=/tmp/site:$PWD
-TORCH_PY=/opt/torch/.venv/bin/python3
+TORCH_PY=$(torch_python)
 run nvidia-smi -L; run podman --version
 
 step "image: the machine's CUDA PyTorch + jupyter-server + devenv's runtime files, podman import"
@@ -88,7 +86,6 @@ shm_size: 8g
 gpus: all
 sshd: false
 YAML
-devenv() { python3 -m devenv "$@"; }
 
 step "devenv check gpu-host (podman host, CDI)"
 run devenv check gpu-host; echo "exit=$?" | tee -a "$OUT/proof.log"

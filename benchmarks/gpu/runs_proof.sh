@@ -4,21 +4,14 @@
 # codes, a cancel, a supervisor SIGKILLed (-> lost, its log kept) and `--then down`. The device tool runs this
 # from the repo root with .gpuhost and this script's folder carried; everything lands in $OUT.
 set -uo pipefail
-FINAL=${OUT:-/tmp/runs-proof-out}; mkdir -p "$FINAL"
-OUT=/tmp/runs-proof; rm -rf "$OUT"; mkdir -p "$OUT"
-trap 'cp "$OUT/proof.log" "$FINAL/" 2>/dev/null; tar -C /tmp -czf "$FINAL/runs-proof.tar.gz" runs-proof' EXIT
-step() { printf '\n=== %s (%s)\n' "$*" "$(date -u +%T)" | tee -a "$OUT/proof.log"; }
-say() { echo "$*" | tee -a "$OUT/proof.log"; }
+. "$(dirname "${BASH_SOURCE[0]}")/common.sh"   # step, say, run, devenv, work_in, start_gpuhost, torch_python, host_profile
+work_in runs-proof
 ms() { echo $(( ($(date +%s%N) - $1) / 1000000 )); }
 
-bash .gpuhost/start >"$OUT/start.log" 2>&1 || { cat "$OUT/start.log"; exit 1; }
-export PYTHONPATH=/tmp/site:$PWD
+start_gpuhost "$OUT/start.log"
 GPY=/tmp/gpu-python; [ -x "$GPY" ] || GPY=/opt/torch/.venv/bin/python3
 export DEVENV_HOME=/tmp/devenv-home
-mkdir -p "$DEVENV_HOME/profiles/hosts"
-printf 'description: the H200 machine over SSH (dropbear), no Docker\nssh:\n  alias: gpu-host\nruntime: host\npython: %s\ndefault_env: cuda\n' \
-  "$GPY" >"$DEVENV_HOME/profiles/hosts/gpu-host.yaml"
-devenv() { python3 -m devenv "$@"; }
+host_profile gpu-host "$GPY" cuda
 nvidia-smi -L | tee -a "$OUT/proof.log"
 
 # the training: a small GPT-style model in bf16 on the GPU, one line per 50 steps, ~45 s

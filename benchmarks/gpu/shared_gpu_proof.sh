@@ -11,30 +11,19 @@
 # (the load and the sanity run then find no GPU: it only proves the script's plumbing).
 set -uo pipefail
 OUT=${OUT:-/tmp/shared-gpu-proof}; mkdir -p "$OUT"
-step() { printf '\n=== %s (%s)\n' "$*" "$(date -u +%T)" | tee -a "$OUT/proof.log"; }
-say() { echo "$*" | tee -a "$OUT/proof.log"; }
+. "$(dirname "${BASH_SOURCE[0]}")/common.sh"   # step, say, run, devenv, work_in, start_gpuhost, torch_python, host_profile
 
 if [ -z "${LOCAL:-}" ]; then
-  bash .gpuhost/start >"$OUT/start.log" 2>&1 || { cat "$OUT/start.log"; exit 1; }
-  export PYTHONPATH=/tmp/site:$PWD
-  HOSTSPEC="ssh:
-  alias: gpu-host"
+  start_gpuhost "$OUT/start.log"
 else
   export PYTHONPATH=$PWD
-  HOSTSPEC="local: true"
 fi
-TORCH_PY=$(command -v python3)
-[ -x /opt/torch/.venv/bin/python3 ] && TORCH_PY=/opt/torch/.venv/bin/python3
+TORCH_PY=$(torch_python)
 export DEVENV_HOME=/tmp/devenv-home-shared
-rm -rf "$DEVENV_HOME"; mkdir -p "$DEVENV_HOME/profiles/hosts"
-cat >"$DEVENV_HOME/profiles/hosts/gpu-host.yaml" <<YAML
-description: The H200 machine over SSH (dropbear on 127.0.0.1:2222), no Docker
-$HOSTSPEC
-runtime: host
-python: $TORCH_PY
-default_env: cuda
-YAML
-devenv() { python3 -m devenv "$@"; }
+rm -rf "$DEVENV_HOME"; host_profile gpu-host "$TORCH_PY" cuda
+if [ -n "${LOCAL:-}" ]; then   # this machine itself, as gpu-host
+  sed -i 's/^ssh:$/local: true/; /^  alias: /d' "$DEVENV_HOME/profiles/hosts/gpu-host.yaml"
+fi
 
 # A bf16 matmul loop on GPU 0 for $1 seconds, started with setsid (another "user's" job); its pid in $2.
 load() {

@@ -14,8 +14,7 @@
 set -uo pipefail
 OUT=${OUT:-/tmp/slurm-gpu-proof}; mkdir -p "$OUT"; W=/tmp/slurm-gpu-proof-work; rm -rf "$W"; mkdir -p "$W"
 KIT=$(cd "$(dirname "$0")" && pwd)
-step() { printf '\n=== %s (%s)\n' "$*" "$(date -u +%T)" | tee -a "$OUT/proof.log"; }
-say() { echo "$*" | tee -a "$OUT/proof.log"; }
+. "$KIT/common.sh"   # step, say, run, devenv, work_in, start_gpuhost, torch_python, host_profile
 finish() {
   cp -a /var/lib/slurmkit/log "$W/slurm-logs" 2>/dev/null; cp /etc/slurm/slurm.conf /etc/slurm/gres.conf "$W/" 2>/dev/null
   tar -C "$W" -czf "$OUT/proof.tar.gz" . ; cp "$W"/check.txt "$W"/check.json "$W"/sanity.json "$W"/up-kernel.log "$OUT"/ 2>/dev/null; }
@@ -31,9 +30,8 @@ step "0. machine"
 # devenv from this branch (the device copies the lead's checkout; the branch's devenv/ travels in the kit)
 if [ -f "$KIT/overlay.tar.gz" ]; then tar -xzf "$KIT/overlay.tar.gz" && say "overlay: $(cat OVERLAY_COMMIT 2>/dev/null)"; fi
 
-bash .gpuhost/start >"$W/gpuhost-start.log" 2>&1 || { say "gpu-host kit failed:"; tail -n 20 "$W/gpuhost-start.log" | tee -a "$OUT/proof.log"; exit 1; }
+start_gpuhost "$W/gpuhost-start.log"
 tail -n 1 "$W/gpuhost-start.log" | tee -a "$OUT/proof.log"
-export PYTHONPATH=/tmp/site:$PWD
 
 if [ "${ONLY_UP:-0}" != 1 ]; then   # ONLY_UP=1: the cluster runs already (a second call on a warm machine)
 step "0b. Slurm + munge from the Debian 12 debs"
@@ -68,7 +66,6 @@ slurm:
 YAML
 printf 'description: the H200 through Slurm\nimage: devenv/pytorch:unused-on-slurm\ncuda: "13.0"\ntorch: "2.11.0+cu130"\ngpus: 1\njupyter: true\n' \
   >"$DEVENV_HOME/profiles/envs/h200.yaml"
-devenv() { python3 -m devenv "$@"; }
 
 if [ "${ONLY_UP:-0}" != 1 ] && [ "${SKIP_PROVEN:-0}" != 1 ]; then   # SKIP_PROVEN=1: only step 4 after the start
 step "2. devenv check h200slurm"

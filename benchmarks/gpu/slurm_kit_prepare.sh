@@ -40,6 +40,7 @@ pkgs=(slurmctld slurmd slurm-client slurm-wlm-basic-plugins munge libmunge2
   apt-get update -qq >/dev/null 2>&1; (cd "$kit/deb" && apt-get download "${pkgs[@]}" >/dev/null); }
 cp "$branch/benchmarks/gpu/slurm_kit_start.sh" "$kit/start"
 cp "$branch/benchmarks/gpu/slurm_gpu_proof.sh" "$kit/proof.sh"
+cp "$branch/benchmarks/gpu/common.sh" "$kit/common.sh"   # proof.sh sources it from its own folder
 cp "$branch/benchmarks/gpu/slurm_kernel_through_relay.py" "$branch/benchmarks/gpu/slurm_login_srun.py" "$kit/"
 (cd "$branch" && git log -1 --format='%h %s' >OVERLAY_COMMIT && \
   tar --exclude=__pycache__ -czf "$kit/overlay.tar.gz" devenv tests/jupyter_client.py OVERLAY_COMMIT && rm -f OVERLAY_COMMIT)

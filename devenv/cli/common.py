@@ -80,35 +80,52 @@ def worst_exit_code(codes: list[int]) -> int:
 
 def finish_per_host(results: list[tuple[str, T | None, DevenvError | None]], codes: list[int], as_json: bool,
                     to_dict: Callable[[T], dict[str, Any]], print_one: Callable[[T], None],
-                    verdict: dict[str, Any] | None = None) -> None:
-    """The end of a command run on several hosts (check, sanity): a JSON object keyed by host, or a block per
-    host (its result, or its error and hint), then the verdict over all of them (when given: its `summary`
-    line; in JSON under "verdict"), then the most telling exit code."""
+                    verdict: dict[str, Any] | None = None, *, fields: dict[str, Any] | None = None,
+                    error_dict: Callable[[str, DevenvError], dict[str, Any]] | None = None,
+                    one_line: bool = False) -> None:
+    """The end of a command run on several hosts (check, sanity, image push): a JSON object keyed by host (after
+    the command's own `fields`; a host's error as error_dict(name, error) gives it), or per host its result or
+    its error and hint: a block under a `== host` header, or with one_line a line that names the host (print_one's
+    own says it); then the verdict over all of them (when given: its `summary` line; in JSON under "verdict"),
+    then the most telling exit code."""
     if as_json:
-        doc: dict[str, Any] = {"schema_version": 1, "hosts": {name: to_dict(r) if r is not None else _error_dict(err)
-                                                              for name, r, err in results}}
+        error_of = error_dict or (lambda name, err: error_fields(err))
+        doc: dict[str, Any] = {"schema_version": 1, **(fields or {}),
+                               "hosts": {name: to_dict(r) if r is not None else error_of(name, _given(err))
+                                         for name, r, err in results}}
         if verdict is not None:
             doc["verdict"] = verdict
         emit_json(doc)
     else:
         for name, r, err in results:
-            click.secho(f"== {name}", bold=True)
+            if not one_line:
+                click.secho(f"== {name}", bold=True)
             if r is not None:
                 print_one(r)
             elif err is not None:
-                click.secho(f"Error: {err.message}", fg="red")
+                click.secho(f"{name}: {err.message}" if one_line else f"Error: {err.message}", fg="red")
                 if err.hint:
-                    click.secho(f"Hint: {err.hint}", fg="yellow")
+                    click.secho(f"  Hint: {err.hint}" if one_line else f"Hint: {err.hint}", fg="yellow")
         if verdict is not None:
             color = {"pass": "green", "unhealthy": "red", "fail": "red"}.get(verdict.get("status", ""))
             click.secho(f"Verdict: {verdict['summary']}", fg=color, bold=True)
+    exit_with_worst(codes)
+
+
+def exit_with_worst(codes: list[int]) -> None:
+    """Exit with the most telling of the hosts' codes (worst_exit_code); return when every one is 0."""
     code = worst_exit_code(codes)
     if code:
         raise SystemExit(code)
 
 
-def _error_dict(err: DevenvError | None) -> dict[str, Any]:
+def _given(err: DevenvError | None) -> DevenvError:
     assert err is not None          # per_host gives a result or an error for every host
+    return err
+
+
+def error_fields(err: DevenvError) -> dict[str, Any]:
+    """A host's error in a JSON document: its message, hint and exit code."""
     return {"error": err.message, "hint": err.hint, "exit_code": err.exit_code}
 
 

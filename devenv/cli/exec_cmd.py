@@ -7,7 +7,7 @@ import sys
 import click
 
 from devenv.cli import main
-from devenv.cli.common import EXIT_FAILED, accept_new_host_option, env_option, host_names, per_host, worst_exit_code
+from devenv.cli.common import EXIT_FAILED, accept_new_host_option, env_option, exit_with_worst, host_names, per_host
 from devenv.cli.params import PassThroughCommand
 from devenv.services.session import open_env
 
@@ -81,6 +81,4 @@ def _exec_group(names: list[str], env: str | None, accept_new_host: bool, argv: 
             if error.hint:
                 click.secho(f"Hint: {error.hint}", fg="yellow", err=True)
             codes.append(error.exit_code)
-    code = worst_exit_code(codes)
-    if code:
-        raise SystemExit(code)
+    exit_with_worst(codes)

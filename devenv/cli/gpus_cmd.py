@@ -10,9 +10,9 @@ from devenv.cli.common import (
     EXIT_FAILED,
     accept_new_host_option,
     connect,
+    exit_with_worst,
     host_names,
     load_host,
-    worst_exit_code,
 )
 from devenv.cli.render import emit_json
 
@@ -48,6 +48,4 @@ def gpus(hosts: tuple[str, ...], accept_new_host: bool, bound_s: float, as_json:
             if h.state in ("error", "down") and h.hint:
                 click.secho(f"{h.host}: {h.reason}", fg="red", err=True)
                 click.secho(f"  Hint: {h.hint}", fg="yellow", err=True)
-    code = worst_exit_code([STATE_EXIT.get(h.state, 0) for h in found])
-    if code:
-        raise SystemExit(code)
+    exit_with_worst([STATE_EXIT.get(h.state, 0) for h in found])

@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
 
 import click
 
@@ -21,6 +21,10 @@ from devenv.env.image_context import BuildInputs
 from devenv.env.info import ProgressEvent
 from devenv.errors import BadInput
 from devenv.services.session import open_env
+
+if TYPE_CHECKING:
+    from devenv.env.image_push import PushResult
+    from devenv.errors import DevenvError
 
 
 @main.group()
@@ -159,27 +163,17 @@ def push(source: str, dests: tuple[str, ...], env: str | None, accept_new_host: 
     finish_per_host_push(results, codes, as_json, image_name, source)
 
 
-def finish_per_host_push(results: list[tuple[str, Any, Any]], codes: list[int], as_json: bool, image_name: str,
-                         source: str) -> None:
-    """A JSON document keyed by host, or a line per host; then the most telling exit code."""
-    from devenv.cli.common import worst_exit_code
-    from devenv.cli.render import emit_json
+def finish_per_host_push(results: list[tuple[str, PushResult | None, DevenvError | None]], codes: list[int],
+                         as_json: bool, image_name: str, source: str) -> None:
+    """push's end (cli.common.finish_per_host): a line per host; in JSON, the source and image, and a host that
+    could not be reached as a failed push."""
+    from devenv.cli.common import error_fields, finish_per_host
 
-    if as_json:
-        emit_json({"schema_version": 1, "source": source, "image": image_name,
-                   "hosts": {name: r.to_dict() if r is not None else
-                             {"host": name, "outcome": "failed", "error": err.message, "hint": err.hint,
-                              "exit_code": err.exit_code} for name, r, err in results}})
-    else:
-        for name, r, err in results:
-            if r is not None:
-                click.secho(r.describe(), fg={"pushed": "green", "skipped": None}.get(r.outcome, "red"))
-                if r.hint and r.outcome == "failed":
-                    click.secho(f"  Hint: {r.hint}", fg="yellow")
-            elif err is not None:
-                click.secho(f"{name}: {err.message}", fg="red")
-                if err.hint:
-                    click.secho(f"  Hint: {err.hint}", fg="yellow")
-    code = worst_exit_code(codes)
-    if code:
-        raise SystemExit(code)
+    def print_one(r: PushResult) -> None:
+        click.secho(r.describe(), fg={"pushed": "green", "skipped": None}.get(r.outcome, "red"))
+        if r.hint and r.outcome == "failed":
+            click.secho(f"  Hint: {r.hint}", fg="yellow")
+
+    finish_per_host(results, codes, as_json, lambda r: r.to_dict(), print_one,
+                    fields={"source": source, "image": image_name}, one_line=True,
+                    error_dict=lambda name, err: {"host": name, "outcome": "failed", **error_fields(err)})

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import click
 
 from devenv.cli import main
-from devenv.cli.common import accept_new_host_option, env_option, gpus_option, host_names, per_host, worst_exit_code
+from devenv.cli.common import accept_new_host_option, env_option, exit_with_worst, gpus_option, host_names, per_host
 from devenv.cli.params import PassThroughCommand
 from devenv.cli.render import emit_json
 from devenv.env import runs as model
@@ -183,9 +183,7 @@ def runs(hosts: tuple[str, ...], env: str | None, accept_new_host: bool, as_json
                                                                           "red" if r.exit_code else None))
                 click.echo(f"{name:<14} {r.id:<13} {(r.name or '-')[:14]:<14} {state} {started:<20} "
                            f"{model.format_duration(r.duration(now)):<8} {(r.gpus or '-'):<6} {r.command[:60]}")
-    code = worst_exit_code([err.exit_code for _, _, err in results if err is not None])
-    if code:
-        raise SystemExit(code)
+    exit_with_worst([err.exit_code for _, _, err in results if err is not None])
 
 
 @main.command()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from devenv.cli import main, redact
-from devenv.cli.common import accept_new_host_option, host_names, load_host, per_host, worst_exit_code
+from devenv.cli.common import accept_new_host_option, exit_with_worst, host_names, load_host, per_host
 from devenv.cli.render import emit_json
 from devenv.config import autostop as autostop_config
 from devenv.config import hostref
@@ -81,9 +81,7 @@ def status(hosts: tuple[str, ...], accept_new_host: bool, as_json: bool) -> None
         for name, err in examples.items():
             click.secho(f"{name}: bundled example profile, not reachable from here ({err.message}); "
                         f"write your own with `devenv hosts add {name} --ssh ALIAS`", fg="yellow", err=True)
-    code = worst_exit_code([err.exit_code for _, _, err in results if err])
-    if code:
-        raise SystemExit(code)
+    exit_with_worst([err.exit_code for _, _, err in results if err])
 
 
 def _autostop(s: EnvStatus) -> str:

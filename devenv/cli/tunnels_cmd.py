@@ -8,6 +8,7 @@ import time
 import click
 
 from devenv.cli import main
+from devenv.env.durations import compact_duration
 from devenv.errors import BadInput
 from devenv.services import background_tunnels as registry
 
@@ -31,7 +32,7 @@ def tunnels_cmd(ctx: click.Context, as_json: bool) -> None:
     for r in records:
         ports = ",".join(f"{f['local_port']}->{f['env_port']}" for f in r.forwards)
         click.echo(f"{r.id:<36} {r.host:<14} {r.env:<12} {ports:<20} {r.state:<13} "
-                   f"{_ago(now - r.since):>8} {r.reconnects}")
+                   f"{compact_duration(max(0.0, now - r.since)):>8} {r.reconnects}")
 
 
 @tunnels_cmd.command("stop")
@@ -55,12 +56,3 @@ def stop_cmd(tunnel_id: str | None, stop_all: bool) -> None:
         click.echo(f"Stopped {record.id} (pid {record.pid})" + ("" if ended else ": killed, it did not end in time"))
     if not records:
         click.echo("No tunnels held in the background.")
-
-
-def _ago(seconds: float) -> str:
-    seconds = max(0, int(seconds))
-    if seconds < 60:
-        return f"{seconds}s"
-    if seconds < 3600:
-        return f"{seconds // 60}m{seconds % 60:02d}s"
-    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"

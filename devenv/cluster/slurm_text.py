@@ -11,6 +11,8 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from devenv.env.durations import compact_duration
+
 if TYPE_CHECKING:  # imported where it is used: most commands never read a Slurm time
     from datetime import datetime
 
@@ -213,13 +215,8 @@ def _when(text: str) -> datetime | None:
 
 
 def duration(seconds: float) -> str:
-    """42 -> '42 s', 310 -> '5m10s', 3700 -> '1h01m'."""
-    seconds = int(seconds)
-    if seconds < 60:
-        return f"{seconds} s"
-    if seconds < 3600:
-        return f"{seconds // 60}m{seconds % 60:02d}s"
-    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
+    """42 -> '42 s', 310 -> '5m10s', 3700 -> '1h01m': a wait, in a sentence."""
+    return compact_duration(seconds, seconds_unit=" s")
 
 
 def wait_text(job: Job, spot: QueueSpot, waited_s: float | None, limit_s: float | None) -> str:

@@ -53,6 +53,12 @@ def option_problem(value: str) -> str | None:
     return text_problem(value)
 
 
+def option_shaped(value: str, shape: re.Pattern[str], not_shaped: str) -> str | None:
+    """option_problem's problem; else not_shaped when value is not all of shape; else None (a value that may
+    stand as one argument, with no option or control character in it, of a known shape)."""
+    return option_problem(value) or (None if shape.fullmatch(value) else not_shaped)
+
+
 def hostname_problem(value: str) -> str | None:
     problem = option_problem(value)
     if problem:
@@ -66,21 +72,11 @@ def hostname_problem(value: str) -> str | None:
 
 
 def alias_problem(value: str) -> str | None:
-    problem = option_problem(value)
-    if problem:
-        return problem
-    if not _ALIAS.fullmatch(value):
-        return "is not an ssh config Host name (letters, digits, '.', '_', '+', '-')"
-    return None
+    return option_shaped(value, _ALIAS, "is not an ssh config Host name (letters, digits, '.', '_', '+', '-')")
 
 
 def user_problem(value: str) -> str | None:
-    problem = option_problem(value)
-    if problem:
-        return problem
-    if not _USER.fullmatch(value):
-        return "is not a user name (letters, digits, '.', '_', '-'; at most 64)"
-    return None
+    return option_shaped(value, _USER, "is not a user name (letters, digits, '.', '_', '-'; at most 64)")
 
 
 def path_problem(value: str) -> str | None:
@@ -140,34 +136,21 @@ def image_problem(value: str) -> str | None:
 
 
 def program_problem(value: str) -> str | None:
-    problem = option_problem(value)
-    if problem:
-        return problem
-    if not _PROGRAM.fullmatch(value):
-        return "is not a program name or path (letters, digits, '.', '_', '/', '+', '-')"
-    return None
+    return option_shaped(value, _PROGRAM,
+                         "is not a program name or path (letters, digits, '.', '_', '/', '+', '-')")
 
 
 def pip_spec_problem(value: str) -> str | None:
     """One pip requirement (numpy, torch==2.8.0, rich[jupyter]>=13,<14): never an option, a URL, a path or
     anything a shell would read (the build passes each as one argument, with globbing off)."""
-    problem = option_problem(value)
-    if problem:
-        return problem
-    if not _PIP_SPEC.fullmatch(value):
-        return ("is not a pip requirement (name[extras] with ==, >=, <, ~= versions; no options, URLs, paths, "
-                "spaces or shell characters)")
-    return None
+    return option_shaped(value, _PIP_SPEC, "is not a pip requirement (name[extras] with ==, >=, <, ~= versions; "
+                                           "no options, URLs, paths, spaces or shell characters)")
 
 
 def apt_package_problem(value: str) -> str | None:
     """One apt package (ffmpeg, libsndfile1=1.2.0-1, gcc:amd64): never an option or shell text."""
-    problem = option_problem(value)
-    if problem:
-        return problem
-    if not _APT_PACKAGE.fullmatch(value):
-        return "is not a Debian package name (lower-case letters, digits, '+', '-', '.'; =VERSION optional)"
-    return None
+    return option_shaped(value, _APT_PACKAGE, "is not a Debian package name (lower-case letters, digits, '+', '-', "
+                                              "'.'; =VERSION optional)")
 
 
 def parse_int(text: str, lo: int, hi: int) -> int | None:

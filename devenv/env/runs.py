@@ -19,6 +19,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from devenv.env.durations import compact_duration
 from devenv.errors import BadInput
 
 RUNS_FOLDER = ".devenv/runs"      # under the workspace
@@ -306,11 +307,5 @@ def find_run(runs: list[Run], ref: str) -> Run | None:
 
 
 def format_duration(seconds: float | None) -> str:
-    if seconds is None:
-        return "-"
-    s = int(seconds)
-    if s < 60:
-        return f"{s}s"
-    if s < 3600:
-        return f"{s // 60}m{s % 60:02d}s"
-    return f"{s // 3600}h{s % 3600 // 60:02d}m"
+    """A run's duration in `runs`' TIME column: 5m10s, or '-' when unknown (a lost run)."""
+    return "-" if seconds is None else compact_duration(seconds)

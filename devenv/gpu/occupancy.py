@@ -24,14 +24,13 @@ from typing import Any
 from devenv.gpu.nvsmi import CALL, parse_csv, preamble
 from devenv.gpu.nvsmi import to_int as _int
 from devenv.gpu.sample import (
-    PMON_MAX_GPUS,
     ProcessSample,
     apps_pids_script,
     apps_query_command,
     container_from_cgroup,
     parse_apps_csv,
     parse_pmon,
-    pmon_command,
+    pmon_batches_script,
 )
 
 OCC_GPU_FIELDS = ("index", "uuid", "memory.used", "memory.total", "utilization.gpu")
@@ -47,13 +46,7 @@ IDLE_SM_PCT = 5
 def occupancy_script(nvidia_smi: str = "nvidia-smi", pmon: bool = False) -> str:
     """One frame (see the module doc). Ancestor chains are read with the shell's `read`, at most 64 deep.
     pmon: also each process's SM % (one `pmon -c 1`, 0.05 s on the H200: tests/fixtures/health/README.md)."""
-    pmon_lines = f"""
-  set -f; IFS=,; set -- $uuids; unset IFS; set +f
-  while [ $# -gt 0 ]; do
-    ids=$1; shift; n=1
-    while [ $# -gt 0 ] && [ $n -lt {PMON_MAX_GPUS} ]; do ids="$ids,$1"; shift; n=$((n + 1)); done
-    pm=$({pmon_command(CALL)} "$ids" 2>&1); echo "@pmon $?"; printf '%s\\n' "$pm"
-  done""" if pmon else ""
+    pmon_lines = "\n" + pmon_batches_script(CALL, "  ") if pmon else ""
     return preamble(nvidia_smi) + f"""\
 g=$({CALL} --query-gpu={','.join(OCC_GPU_FIELDS)} --format=csv,noheader,nounits 2>&1)
 gc=$?

@@ -83,6 +83,23 @@ def pmon_command(nvidia_smi: str = "nvidia-smi") -> str:
     return f"{nvidia_smi} pmon -c 1 -s u -i"
 
 
+def pmon_batches_script(nvidia_smi: str, indent: str = "", line_prefix: str = "") -> str:
+    """POSIX shell lines: for the GPUs in $uuids (comma-separated, apps_pids_script's), one pmon_command per
+    PMON_MAX_GPUS of them, each printing "@pmon CODE" and then pmon's lines (each after line_prefix, if any)."""
+    show = "printf '%s\\n' \"$pm\""
+    if line_prefix:
+        show += f' | while read -r l; do echo "{line_prefix}$l"; done'
+    lines = ["set -f; IFS=,; set -- $uuids; unset IFS; set +f",
+             "while [ $# -gt 0 ]; do",
+             "  ids=$1; shift; n=1",
+             f'  while [ $# -gt 0 ] && [ $n -lt {PMON_MAX_GPUS} ]; do ids="$ids,$1"; shift; n=$((n + 1)); done',
+             f'  pm=$({pmon_command(nvidia_smi)} "$ids" 2>&1)',
+             '  echo "@pmon $?"',
+             f"  {show}",
+             "done"]
+    return "\n".join(indent + line for line in lines)
+
+
 def parse_pmon(lines: Iterable[str], column: str = "sm") -> dict[tuple[int, int], int | None]:
     """`nvidia-smi pmon -s u` (or -s um) rows: (GPU index, pid) -> the column's %, None where the driver prints
     "-" (no utilisation sample in the interval: it does not say 0). column: "sm" (SM utilisation) or "mem"
@@ -574,6 +591,6 @@ __all__ = [
     "GpuSample", "ProcessSample", "AppsFrame", "HostStats", "cpu_busy_pct", "Gap", "GpuHistory",
     "gpu_query_command", "apps_query_command", "apps_pids_script", "invalid_field", "decode_throttle",
     "parse_gpu_line", "parse_gpu_csv", "parse_apps_csv", "parse_apps_frame", "container_from_cgroup",
-    "pmon_command", "parse_pmon", "with_sm", "PMON_MAX_GPUS",
+    "pmon_command", "pmon_batches_script", "parse_pmon", "with_sm", "PMON_MAX_GPUS",
     "sparkline", "time_series", "sample_step", "APPS_BEGIN", "APPS_END", "SPARK_GAP",
 ]

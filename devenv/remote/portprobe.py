@@ -124,13 +124,20 @@ def jupyter_version(conn: object, port: int, *, host: str = "127.0.0.1", timeout
     code, body = http_get(conn, port, "/api", host=host, timeout=timeout)
     if code != 200:
         raise NotAnswering(f"/api answered HTTP {code}")
+    version = api_version(body)
+    if version is None:
+        raise NotAnswering("/api answered, but not as a Jupyter server")
+    return f"jupyter-server {version}"
+
+
+def api_version(body: bytes | str) -> str | None:
+    """The version in the body of a Jupyter server's `GET /api` answer ({"version": "2.14.2"}); None for a body
+    that is no such answer (another HTTP server on the port)."""
     try:
         version = json.loads(body).get("version")
     except (ValueError, AttributeError):
-        version = None
-    if not isinstance(version, str):
-        raise NotAnswering("/api answered, but not as a Jupyter server")
-    return f"jupyter-server {version}"
+        return None
+    return version if isinstance(version, str) else None
 
 
 def sshd_banner(conn: object, port: int, *, host: str = "127.0.0.1", timeout: float = PROBE_TIMEOUT) -> str:

@@ -26,7 +26,6 @@ from devenv.gpu.sample import (
     APPS_END,
     FIELD_ALIASES,
     GPU_FIELDS,
-    PMON_MAX_GPUS,
     AppsFrame,
     Gap,
     GpuHistory,
@@ -40,7 +39,7 @@ from devenv.gpu.sample import (
     invalid_field,
     parse_apps_frame,
     parse_gpu_line,
-    pmon_command,
+    pmon_batches_script,
     with_sm,
 )
 from devenv.remote.base import Connection, Result
@@ -164,14 +163,7 @@ while :; do
     for p in $pids; do
       while read -r l; do echo "@cgroup $p $l"; done < /proc/$p/cgroup
     done 2>/dev/null
-    set -f; IFS=,; set -- $uuids; unset IFS; set +f
-    while [ $# -gt 0 ]; do
-      ids=$1; shift; n=1
-      while [ $# -gt 0 ] && [ $n -lt {PMON_MAX_GPUS} ]; do ids="$ids,$1"; shift; n=$((n + 1)); done
-      pm=$({pmon_command(CALL)} "$ids" 2>&1)
-      echo "@pmon $?"
-      printf '%s\\n' "$pm" | while read -r l; do echo "@pm $l"; done
-    done
+{pmon_batches_script(CALL, "    ", line_prefix="@pm ")}
   fi
   read -r l1 l5 l15 _ < /proc/loadavg && echo "@load $l1 $l5 $l15 $(getconf _NPROCESSORS_ONLN)"
   while read -r k v _; do

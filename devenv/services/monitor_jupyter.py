@@ -12,7 +12,6 @@ This module builds no connection and no tunnel itself: it is handed callables th
 from __future__ import annotations
 
 import http.client
-import json
 import queue
 import threading
 import time
@@ -22,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 from devenv.errors import ConnectError, DevenvError
+from devenv.remote.portprobe import api_version
 
 _T = TypeVar("_T")
 
@@ -75,11 +75,8 @@ def jupyter_answers(port: int, timeout: float = CHECK_TIMEOUT, *, sleep: Callabl
             response = conn.getresponse()
             body = response.read(4096)
             if response.status == 200:
-                try:
-                    version = json.loads(body).get("version")
-                except (ValueError, AttributeError):
-                    version = None
-                if isinstance(version, str):
+                version = api_version(body)
+                if version is not None:
                     return version
                 last = "an HTTP server answers, but not as Jupyter does"
             else:

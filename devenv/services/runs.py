@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from devenv.config.profiles import EnvProfile
 from devenv.env import runs as model
-from devenv.errors import BadInput, DevenvError
+from devenv.errors import BadInput, ConnectError, DevenvError
 from devenv.services.environments.contract import EnvironmentBackend, RunPlace
 
 
@@ -73,18 +73,23 @@ class Runs:
         args = [self.place.runs_dir, run_id, meta, model.SUPERVISOR, "1" if following else "0",
                 str(len(self.place.wrap)), *self.place.wrap,
                 str(len(then_argv)), *then_argv, "--", *argv]
-        code, out, err = self.place.launch(model.LAUNCH, args)
-        if code == 0 and not out.strip() and any(r.id == run_id for r in self.list()):
-            # the launcher said nothing, yet the run is there: its output was lost on the way (a Docker exec stream
-            # that ended before the command's output, seen under load), not the run; the id is ours, so it is known
-            return self._started(run_id, then, then_argv)
+        try:
+            code, out, err = self.place.launch(model.LAUNCH, args)
+        except ConnectError as lost:
+            # The connection went while the launcher ran (the laptop's network, the host's sshd): the run may have
+            # started, detached from the connection, and this side cannot ask now. Its id is ours, so the error
+            # names it: the user finds it once the host answers again, instead of starting a second one.
+            raise ConnectError(f"{lost.message}\nthe run {run_id} may have started in '{self.env.name}' before the "
+                               "connection was lost",
+                               f"`devenv runs {self.host_name} --env {self.env.name}` shows whether it did "
+                               f"(`devenv logs {self.host_name} --run {run_id} -f` follows it)") from lost
+        # A lost connection raises above (or gives no exit status, never 0): exit 0 here is the launcher's own
+        # answer, and it prints the id (an empty answer was Docker's exec stream read ahead by paramiko's buffered
+        # file, fixed in runtimes/docker_api.ChannelReader; tests/test_docker_api_reader.py).
         if code != 0 or out.strip() != run_id:
             raise DevenvError(f"the run could not be started in '{self.env.name}' on {self.host_name} "
                               f"(exit {code}): {(err or out).strip()[-300:] or 'no output'}",
                               "check the environment (`devenv status`) and its workspace's free space")
-        return self._started(run_id, then, then_argv)
-
-    def _started(self, run_id: str, then: str | None, then_argv: list[str]) -> str:
         if then is not None and not then_argv and self.place.watch_end is not None:
             self.place.watch_end(f"{self.place.runs_dir}/{run_id}", then)
         return run_id
@@ -103,17 +108,8 @@ class Runs:
     def read(self, run_id: str, offset: int, wait_s: float = 0.0, limit: int = model.LOG_CHUNK) -> LogPiece:
         """The log from offset (at most limit bytes), waiting up to wait_s on the host for something new."""
         steps = max(0, int(wait_s / 0.05))
-        args = [self.place.runs_dir, run_id, str(int(offset)), str(int(limit)), str(steps)]
-        out = self._script(model.READ, args, "reading the run's log")
-        if not out:
-            # The read script always prints its head line: nothing at all (exit 0) is output lost on the way (a
-            # Docker exec stream that ended before the command's output, seen under load). A read changes
-            # nothing, so it is asked again; twice nothing is the way failing (follow() then connects again).
-            out = self._script(model.READ, args, "reading the run's log")
-            if not out:
-                raise ScriptFailed(f"reading the run's log in '{self.env.name}' on {self.host_name} came back "
-                                   "empty twice", "check that the environment runs: `devenv status "
-                                   + self.host_name + "`")
+        out = self._script(model.READ, [self.place.runs_dir, run_id, str(int(offset)), str(int(limit)), str(steps)],
+                           "reading the run's log")
         head, _, body = out.partition("\n")
         state, _, rest = head.partition(" ")
         size, _, code = rest.partition(" ")
@@ -132,8 +128,6 @@ class Runs:
         """Write the log from offset as it grows until the run ends; returns the last read (its state and exit
         code: read with the log's end, so that an environment that `--then` stops right after is not asked again).
         A lost connection is taken again through reconnect(), at the same offset: nothing lost or repeated."""
-        from devenv.errors import ConnectError
-
         runs = self
         failures = 0
         while True:
