@@ -312,3 +312,75 @@ def test_bare_host_env_holds_while_an_exec_session_is_open_then_stops(test_env, 
         shutil.rmtree(os.path.expanduser(f"~/.devenv/envs/{key}"), ignore_errors=True)
         shutil.rmtree(os.path.expanduser(f"~/.devenv/autostop/{key}"), ignore_errors=True)
         shutil.rmtree(workspace, ignore_errors=True)
+
+
+# --- a Docker-runtime environment on a GPU: the watcher runs on the host beside the container (never inside it:
+# the container's restart policy would start it again), so the nvidia-smi it samples is the host's. The host is
+# env_testing.replay_gpu_host (our own sshd: its sessions' PATH has tests/replay's H200 recording, at the tick a
+# file holds); the engine is rootful podman, which takes the GPU through a CDI spec of our own (the test host's
+# dockerd 20.10 has neither CDI nor NVIDIA's toolkit, so no GPU can reach a container of it)
+
+
+@pytest.fixture
+def podman_gpubox(tmp_path, testhost, podman_slim_image):
+    import secrets
+
+    from env_testing import podman_env_leftovers, replay_cdi_spec, replay_gpu_host, slim_profile
+    from sshd_fixture import free_port
+
+    token = secrets.token_hex(4)
+    tick = tmp_path / "tick"
+    tick.write_text("30\n")       # the recording's tick 30: GPU 0 under load, GPU 1 idle
+    with replay_cdi_spec(token), replay_gpu_host(tmp_path, "gpubox", "runtime: docker\nengine: podman\n",
+                                                 tick_file=tick) as box:
+        env = f"as-{token}"
+        profile = slim_profile(image=podman_slim_image, ports={"jupyter": free_port(), "ssh": free_port()})
+        (box.home / "profiles" / "envs" / f"{env}.yaml").write_text(profile.replace("gpus: none", "gpus: 1"))
+        try:
+            yield box, env, tick, tmp_path / "sshd" / "home"   # the replay sshd's sessions' HOME: the watcher's
+        finally:
+            box.devenv("down", "gpubox", "--env", env, "--purge", "--yes")
+            podman_env_leftovers(env)
+
+
+def test_docker_env_holds_while_its_gpu_is_busy_then_stops_and_up_brings_it_back(podman_gpubox):
+    """Held by "gpu" while the environment's GPU is under load, through three windows; once its GPU is idle it
+    stops, although the host's other GPU (not the environment's) is still under load."""
+    from autostop_testing import WINDOW, armed_note, held_through_windows, stopped_by_autostop, wait_for
+    from env_testing import podman
+
+    box, env, tick, home = podman_gpubox
+    key = f"t-{env}"
+
+    def up(*args: str) -> dict:
+        done = box.devenv("up", "gpubox", "--env", env, "--detach", "--json", *args)
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout)
+
+    def state() -> str:
+        return podman("inspect", "-f", "{{.State.Status}}", up_["status"]["container"]).stdout.strip()
+
+    up_ = up()
+    assert up_["status"]["gpus"] == "1", up_          # the free one
+    assert box.devenv("exec", "gpubox", "--env", env, "--", "sh", "-c", "echo kept > /workspace/note").returncode == 0
+    tick.write_text("20\n")     # tick 20: GPU 0 under load, and GPU 1 too (the recording 7 ticks on: tick 27)
+    armed = up("--autostop", WINDOW)
+    assert armed["action"] == "reattached" and armed_note(armed["notes"]), armed
+    held = held_through_windows(key, "gpu", home)
+    assert held["held_by"] == ["gpu"], held
+    assert held["signals"]["gpu"]["state"] == "active" and held["signals"]["gpu"]["said"].startswith("GPU 1 "), held
+    assert state() == "running"
+    text = box.devenv("status", "gpubox").stdout
+    assert "in use (gpu)" in text, text
+
+    tick.write_text("30\n")     # GPU 1 idle (tick 37), GPU 0 still under load: not this environment's GPU
+    stopped = stopped_by_autostop(key, home)
+    assert stopped["signals"]["gpu"]["state"] == "idle" and stopped["active_gpu_s"] > 0, stopped
+    wait_for("the container stopped by autostop", lambda: state() == "exited")
+    text = box.devenv("status", "gpubox").stdout
+    assert "stopped: idle 4 s" in text, text
+
+    again = up()
+    assert again["action"] == "started", again
+    note = box.devenv("exec", "gpubox", "--env", env, "--", "cat", "/workspace/note")
+    assert note.stdout == "kept\n", note.stderr
