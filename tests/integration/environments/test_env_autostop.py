@@ -274,6 +274,7 @@ def podman_gpubox(tmp_path, testhost, podman_slim_image):
             podman_env_leftovers(env)
 
 
+@pytest.mark.timeout(600)    # with podman_slim_image: the first podman test of a run builds the image
 def test_docker_env_holds_while_its_gpu_is_busy_then_stops_and_up_brings_it_back(podman_gpubox):
     """Held by "gpu" while the environment's GPU is under load, through three windows; once its GPU is idle it
     stops, although the host's other GPU (not the environment's) is still under load."""
