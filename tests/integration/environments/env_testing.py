@@ -287,9 +287,11 @@ class ReplayGpuHost:
 
 
 @contextmanager
-def replay_gpu_host(tmp_path: Path, name: str, profile_tail: str) -> Iterator[ReplayGpuHost]:
+def replay_gpu_host(tmp_path: Path, name: str, profile_tail: str,
+                    tick_file: Path | None = None) -> Iterator[ReplayGpuHost]:
     """The host profile `name` (ssh to the replay sshd, then profile_tail) in a fresh DEVENV_HOME; nvidia-smi is
-    tests/replay's H200 recording held at a tick where GPU 0 is under load and GPU 1 idle."""
+    tests/replay's H200 recording held at a tick where GPU 0 is under load and GPU 1 idle (tick 30), or, with
+    tick_file, at the tick that file holds when nvidia-smi runs (30 while it is empty): a test moves it."""
     from monitor_helpers import replay_sshd
     from sshd_fixture import make_key
 
@@ -305,8 +307,10 @@ def replay_gpu_host(tmp_path: Path, name: str, profile_tail: str) -> Iterator[Re
         environ.update({"DEVENV_HOME": str(home), "DEVENV_KNOWN_HOSTS": str(home / "known_hosts"),
                         "DEVENV_SSH_CONFIG": str(home / "ssh_config"), "DEVENV_OWNER": "t",
                         "PYTHONUNBUFFERED": "1"})
-        server = replay_sshd(tmp_path / "sshd", key, env={"REPLAY_GPUS": "2", "REPLAY_TICK": "30",
-                                                           "REPLAY_APPS": str(apps)})
+        replay = {"REPLAY_GPUS": "2", "REPLAY_TICK": "30", "REPLAY_APPS": str(apps)}
+        if tick_file is not None:
+            replay["REPLAY_TICK_FILE"] = str(tick_file)
+        server = replay_sshd(tmp_path / "sshd", key, env=replay)
         with server:
             (home / "known_hosts").write_text(server.known_hosts_line())
             (home / "profiles" / "hosts" / f"{name}.yaml").write_text(
@@ -316,3 +320,44 @@ def replay_gpu_host(tmp_path: Path, name: str, profile_tail: str) -> Iterator[Re
     finally:
         other.kill()
         other.wait()
+
+
+# --- the GPUs of that replayed host reaching a podman container: a CDI spec of our own stands in for nvidia-ctk's
+# (no GPU here, and the test host's dockerd 20.10 knows no CDI); each device marks the container's environment
+REPLAY_CDI = """\
+cdiVersion: "0.3.0"
+kind: nvidia.com/gpu
+devices:
+- name: "0"
+  containerEdits:
+    env: ["DEVENV_CDI_PROOF={token}-gpu0"]
+    deviceNodes: [{{path: /dev/zero}}]
+- name: "1"
+  containerEdits:
+    env: ["DEVENV_CDI_PROOF={token}-gpu1"]
+    deviceNodes: [{{path: /dev/zero}}]
+- name: all
+  containerEdits:
+    env: ["DEVENV_CDI_PROOF={token}-all"]
+    deviceNodes: [{{path: /dev/zero}}]
+"""
+
+
+@contextmanager
+def replay_cdi_spec(token: str) -> Iterator[Path]:
+    """/etc/cdi/devenv-test-TOKEN.yaml (REPLAY_CDI) while the block runs."""
+    cdi = Path("/etc/cdi") / f"devenv-test-{token}.yaml"
+    cdi.parent.mkdir(exist_ok=True)
+    cdi.write_text(REPLAY_CDI.format(token=token))
+    try:
+        yield cdi
+    finally:
+        cdi.unlink(missing_ok=True)
+
+
+def podman_env_leftovers(env: str) -> None:
+    """Remove the podman containers and volumes labelled with the environment `env`."""
+    for c in podman("ps", "-a", "--filter", f"label=org.devenv.env={env}", "--format", "{{.Names}}").stdout.split():
+        podman("rm", "-f", c)
+    for v in podman("volume", "ls", "-q", "--filter", f"label=org.devenv.env={env}").stdout.split():
+        podman("volume", "rm", "-f", v)

@@ -9,47 +9,20 @@ import json
 import os
 import shutil
 import subprocess
-import threading
-import time
 from pathlib import Path
 
 import pytest
+from autostop_testing import (
+    WINDOW,
+    armed_note,
+    busy_cell,
+    held_through_windows,
+    stopped_by_autostop,
+    wait_for,
+    watcher_state,
+)
 
 pytestmark = pytest.mark.integration
-
-WINDOW = "4s"        # sampled every second (a tenth of the window, at least 1 s)
-BOUND_S = 180        # the most any one wait may take on a loaded machine
-
-
-def watcher_state(key: str) -> dict:
-    """The watcher's state file on the test host (this machine: testbox is sshd on its loopback)."""
-    try:
-        return json.loads(Path(os.path.expanduser(f"~/.devenv/autostop/{key}/state.json")).read_text())
-    except (OSError, ValueError):
-        return {}
-
-
-def wait_for(what: str, ready, bound: float = BOUND_S):
-    """ready() until it gives something true, at most `bound` seconds (an event, polled; no timing asserted)."""
-    deadline = time.monotonic() + bound
-    while time.monotonic() < deadline:
-        got = ready()
-        if got:
-            return got
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-def held_through_windows(key: str, holder: str, windows: int = 3) -> dict:
-    """The watcher took enough samples, each held by `holder`, to have stopped the environment `windows` times
-    over had it been idle."""
-    first = wait_for(f"a sample held by {holder}", lambda: (s := watcher_state(key)).get("samples")
-                     and holder in s.get("held_by", []) and s)
-    needed = first["samples"] + windows * int(first["window_s"] / first["interval_s"] + 1)
-    state = wait_for(f"{needed} samples", lambda: (s := watcher_state(key)).get("samples", 0) >= needed and s)
-    assert state["state"] == "watching" and holder in state["held_by"], state
-    return state
-
 
 def start_session(test_env, host: str, env: str) -> subprocess.Popen:
     """An interactive `devenv exec` (stdin open: through the environment's shell), waiting on its stdin."""
@@ -86,8 +59,7 @@ def test_docker_env_stops_when_idle_not_while_used_and_up_brings_it_back(test_en
     try:   # armed by an `up` that reattaches while the session is open: the window cannot end before it
         up = json.loads(test_env.run("up", "testbox", "--env", env, "--detach", "--json", "--autostop",
                                      WINDOW).stdout)
-        assert up["action"] == "reattached"
-        assert any(n.startswith("autostop: stop after 4 s idle") for n in up["notes"]), up["notes"]
+        assert up["action"] == "reattached" and armed_note(up["notes"]), up
         held_through_windows(key, "sessions")
         assert test_env.state() == "running"
         listed = json.loads(test_env.run("status", "testbox", "--json").stdout)["environments"]
@@ -104,8 +76,7 @@ def test_docker_env_stops_when_idle_not_while_used_and_up_brings_it_back(test_en
     subprocess.run(["docker", "exec", test_env.container, "touch", "/workspace/go"], check=True, timeout=60)
 
     wait_for("the container stopped by autostop", lambda: test_env.state() == "exited")
-    state = wait_for("the watcher's last word", lambda: (s := watcher_state(key)).get("state") == "stopped" and s)
-    assert state["reason"] == "idle 4 s"
+    stopped_by_autostop(key)
     listed = json.loads(test_env.run("status", "testbox", "--json").stdout)["environments"]
     mine = next(e for e in listed if e["env"] == env)
     assert mine["state"] == "exited" and mine["autostop"]["state"] == "stopped"
@@ -138,9 +109,7 @@ def test_bare_host_env_holds_while_a_detached_run_runs_then_stops(test_env, host
         assert Path(f"/proc/{pid}").exists()
         Path(workspace, "go").touch()              # the run ends
 
-        state = wait_for("the watcher's last word", lambda: (s := watcher_state(key)).get("state") == "stopped"
-                         and s)
-        assert state["reason"] == "idle 4 s"
+        stopped_by_autostop(key)
         wait_for("Jupyter ended", lambda: not Path(f"/proc/{pid}").exists())
         again = json.loads(test_env.run("up", host, "--detach", "--json").stdout)
         assert again["action"] == "started"
@@ -177,24 +146,13 @@ def test_bare_host_env_holds_while_its_gpu_is_busy_or_a_kernel_runs_a_cell_then_
     """Two environments on one host, the same window: the one on the busy GPU is held by "gpu" all along; the one
     on the idle GPU is held while a kernel runs a cell (executed through Jupyter's real API), then stops once the
     cell is done, and `up` brings it back with its workspace."""
-    from jupyter_client import JupyterClient
-
     box, home = bare_gpubox
 
     def state_of(env: str) -> dict:
-        try:
-            return json.loads((home / ".devenv" / "autostop" / f"t-{env}" / "state.json").read_text())
-        except (OSError, ValueError):
-            return {}
+        return watcher_state(f"t-{env}", home)
 
-    def held(env: str, holder: str, windows: int = 3) -> dict:
-        first = wait_for(f"{env} held by {holder}", lambda: (s := state_of(env)).get("samples")
-                         and holder in s.get("held_by", []) and s)
-        needed = first["samples"] + windows * int(first["window_s"] / first["interval_s"] + 1)
-        state = wait_for(f"{needed} samples of {env}", lambda: (s := state_of(env)).get("samples", 0) >= needed
-                         and s)
-        assert state["state"] == "watching" and holder in state["held_by"], state
-        return state
+    def held(env: str, holder: str) -> dict:
+        return held_through_windows(f"t-{env}", holder, home)
 
     def up(env: str, *args: str) -> dict:
         done = box.devenv("up", "bare", "--env", env, "--detach", "--json", *args)
@@ -213,27 +171,13 @@ def test_bare_host_env_holds_while_its_gpu_is_busy_or_a_kernel_runs_a_cell_then_
     (workspace / "note").write_text("kept\n")
     go = workspace / "go"
     url = f"http://127.0.0.1:{idle['jupyter']['host_port']}/lab?token={idle['jupyter']['token']}"
-    done: list = []
-    with JupyterClient(url, timeout=60) as jc:
-        kernel = jc.start_kernel()
-        cell = threading.Thread(target=lambda: done.append(jc.execute(
-            kernel, f"import os, time\nwhile not os.path.exists({str(go)!r}):\n    time.sleep(0.2)\n'done'",
-            timeout=BOUND_S * 3)))
-        cell.start()
-        try:
-            wait_for("the kernel busy", lambda: any(k["execution_state"] == "busy" for k in jc.api(
-                "/api/kernels").json()))
-            armed = up("idle", "--autostop", WINDOW)
-            assert any(n.startswith("autostop: stop after 4 s idle") for n in armed["notes"]), armed["notes"]
-            state = held("idle", "jupyter")
-            assert state["signals"]["gpu"]["state"] == "idle", state      # GPU 1: the kernel alone holds it
-            assert Path(f"/proc/{idle_pid}").exists()
-        finally:
-            go.touch()
-            cell.join(BOUND_S)
-        assert done and done[0].status == "ok" and done[0].result == "'done'", done
-    state = wait_for("the idle env stopped", lambda: (s := state_of("idle")).get("state") == "stopped" and s)
-    assert state["reason"] == "idle 4 s"
+    with busy_cell(url, str(go), go.touch):
+        armed = up("idle", "--autostop", WINDOW)
+        assert armed_note(armed["notes"]), armed["notes"]
+        state = held("idle", "jupyter")
+        assert state["signals"]["gpu"]["state"] == "idle", state      # GPU 1: the kernel alone holds it
+        assert Path(f"/proc/{idle_pid}").exists()
+    stopped_by_autostop("t-idle", home)
     wait_for("its Jupyter ended", lambda: not Path(f"/proc/{idle_pid}").exists())
 
     # all the while, the env on the busy GPU was held by it, and still is
@@ -251,32 +195,21 @@ def test_bare_host_env_holds_while_its_gpu_is_busy_or_a_kernel_runs_a_cell_then_
 def test_docker_env_holds_while_a_kernel_runs_a_cell_then_stops(test_env):
     """A cell executed through Jupyter's real API (a loop of time.sleep until a file appears) holds the
     container; once it is done the container stops."""
-    from jupyter_client import JupyterClient
-
     env = test_env.name
     key = f"t-{env}"
     up = json.loads(test_env.run("up", "testbox", "--env", env, "--detach", "--json").stdout)
     url = f"http://127.0.0.1:{up['jupyter']['host_port']}/lab?token={up['jupyter']['token']}"
-    done: list = []
-    with JupyterClient(url, timeout=60) as jc:
-        kernel = jc.start_kernel()
-        cell = threading.Thread(target=lambda: done.append(jc.execute(
-            kernel, "import os, time\nwhile not os.path.exists('/workspace/go'):\n    time.sleep(0.2)\n'done'",
-            timeout=BOUND_S * 3)))
-        cell.start()
-        try:
-            wait_for("the kernel busy", lambda: any(k["execution_state"] == "busy" for k in jc.api(
-                "/api/kernels").json()))
-            test_env.run("up", "testbox", "--env", env, "--detach", "--autostop", WINDOW)
-            state = held_through_windows(key, "jupyter")
-            assert state["held_by"] == ["jupyter"], state
-            assert test_env.state() == "running"
-        finally:
-            subprocess.run(["docker", "exec", test_env.container, "touch", "/workspace/go"], timeout=60)
-            cell.join(BOUND_S)
-        assert done and done[0].status == "ok" and done[0].result == "'done'", done
+
+    def finish() -> None:
+        subprocess.run(["docker", "exec", test_env.container, "touch", "/workspace/go"], timeout=60)
+
+    with busy_cell(url, "/workspace/go", finish):
+        test_env.run("up", "testbox", "--env", env, "--detach", "--autostop", WINDOW)
+        state = held_through_windows(key, "jupyter")
+        assert state["held_by"] == ["jupyter"], state
+        assert test_env.state() == "running"
     wait_for("the container stopped by autostop", lambda: test_env.state() == "exited")
-    assert watcher_state(key)["reason"] == "idle 4 s"
+    stopped_by_autostop(key)
     again = json.loads(test_env.run("up", "testbox", "--env", env, "--detach", "--json").stdout)
     assert again["action"] == "started", again
     test_env.run("down", "testbox", "--env", env)
@@ -303,12 +236,82 @@ def test_bare_host_env_holds_while_an_exec_session_is_open_then_stops(test_env, 
             assert Path(f"/proc/{pid}").exists()
         finally:
             end_session(session)
-        state = wait_for("the watcher's last word", lambda: (s := watcher_state(key)).get("state") == "stopped"
-                         and s)
-        assert state["reason"] == "idle 4 s"
+        stopped_by_autostop(key)
         wait_for("Jupyter ended", lambda: not Path(f"/proc/{pid}").exists())
     finally:
         test_env.run("down", host, "--purge", "--yes", check=False)
         shutil.rmtree(os.path.expanduser(f"~/.devenv/envs/{key}"), ignore_errors=True)
         shutil.rmtree(os.path.expanduser(f"~/.devenv/autostop/{key}"), ignore_errors=True)
         shutil.rmtree(workspace, ignore_errors=True)
+
+
+# --- a Docker-runtime environment on a GPU: the watcher runs on the host beside the container (never inside it:
+# the container's restart policy would start it again), so the nvidia-smi it samples is the host's. The host is
+# env_testing.replay_gpu_host (our own sshd: its sessions' PATH has tests/replay's H200 recording, at the tick a
+# file holds); the engine is rootful podman, which takes the GPU through a CDI spec of our own (the test host's
+# dockerd 20.10 has neither CDI nor NVIDIA's toolkit, so no GPU can reach a container of it)
+
+
+@pytest.fixture
+def podman_gpubox(tmp_path, testhost, podman_slim_image):
+    import secrets
+
+    from env_testing import podman_env_leftovers, replay_cdi_spec, replay_gpu_host, slim_profile
+    from sshd_fixture import free_port
+
+    token = secrets.token_hex(4)
+    tick = tmp_path / "tick"
+    tick.write_text("30\n")       # the recording's tick 30: GPU 0 under load, GPU 1 idle
+    with replay_cdi_spec(token), replay_gpu_host(tmp_path, "gpubox", "runtime: docker\nengine: podman\n",
+                                                 tick_file=tick) as box:
+        env = f"as-{token}"
+        profile = slim_profile(image=podman_slim_image, ports={"jupyter": free_port(), "ssh": free_port()})
+        (box.home / "profiles" / "envs" / f"{env}.yaml").write_text(profile.replace("gpus: none", "gpus: 1"))
+        try:
+            yield box, env, tick, tmp_path / "sshd" / "home"   # the replay sshd's sessions' HOME: the watcher's
+        finally:
+            box.devenv("down", "gpubox", "--env", env, "--purge", "--yes")
+            podman_env_leftovers(env)
+
+
+@pytest.mark.timeout(600)    # with podman_slim_image: the first podman test of a run builds the image
+def test_docker_env_holds_while_its_gpu_is_busy_then_stops_and_up_brings_it_back(podman_gpubox):
+    """Held by "gpu" while the environment's GPU is under load, through three windows; once its GPU is idle it
+    stops, although the host's other GPU (not the environment's) is still under load."""
+    from env_testing import podman
+
+    box, env, tick, home = podman_gpubox
+    key = f"t-{env}"
+
+    def up(*args: str) -> dict:
+        done = box.devenv("up", "gpubox", "--env", env, "--detach", "--json", *args)
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout)
+
+    def state() -> str:
+        return podman("inspect", "-f", "{{.State.Status}}", up_["status"]["container"]).stdout.strip()
+
+    up_ = up()
+    assert up_["status"]["gpus"] == "1", up_          # the free one
+    assert box.devenv("exec", "gpubox", "--env", env, "--", "sh", "-c", "echo kept > /workspace/note").returncode == 0
+    tick.write_text("20\n")     # tick 20: GPU 0 under load, and GPU 1 too (the recording 7 ticks on: tick 27)
+    armed = up("--autostop", WINDOW)
+    assert armed["action"] == "reattached" and armed_note(armed["notes"]), armed
+    held = held_through_windows(key, "gpu", home)
+    assert held["held_by"] == ["gpu"], held
+    assert held["signals"]["gpu"]["state"] == "active" and held["signals"]["gpu"]["said"].startswith("GPU 1 "), held
+    assert state() == "running"
+    text = box.devenv("status", "gpubox").stdout
+    assert "in use (gpu)" in text, text
+
+    tick.write_text("30\n")     # GPU 1 idle (tick 37), GPU 0 still under load: not this environment's GPU
+    stopped = stopped_by_autostop(key, home)
+    assert stopped["signals"]["gpu"]["state"] == "idle" and stopped["active_gpu_s"] > 0, stopped
+    wait_for("the container stopped by autostop", lambda: state() == "exited")
+    text = box.devenv("status", "gpubox").stdout
+    assert "stopped: idle 4 s" in text, text
+
+    again = up()
+    assert again["action"] == "started", again
+    note = box.devenv("exec", "gpubox", "--env", env, "--", "cat", "/workspace/note")
+    assert note.stdout == "kept\n", note.stderr

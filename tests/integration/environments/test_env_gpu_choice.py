@@ -14,45 +14,20 @@ from __future__ import annotations
 import json
 import secrets
 import subprocess
-from pathlib import Path
 
 import pytest
-from env_testing import replay_gpu_host, slim_profile
+from env_testing import podman, podman_env_leftovers, replay_cdi_spec, replay_gpu_host, slim_profile
 from sshd_fixture import free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 IMAGE = "devenv-test/pytorch:slim"   # built on podman by the podman_slim_image fixture (env_testing.py)
-CDI = """\
-cdiVersion: "0.3.0"
-kind: nvidia.com/gpu
-devices:
-- name: "0"
-  containerEdits:
-    env: ["DEVENV_CDI_PROOF={token}-gpu0"]
-    deviceNodes: [{{path: /dev/zero}}]
-- name: "1"
-  containerEdits:
-    env: ["DEVENV_CDI_PROOF={token}-gpu1"]
-    deviceNodes: [{{path: /dev/zero}}]
-- name: all
-  containerEdits:
-    env: ["DEVENV_CDI_PROOF={token}-all"]
-    deviceNodes: [{{path: /dev/zero}}]
-"""
-
-
-def podman(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["podman", *args], capture_output=True, text=True, timeout=120)
 
 
 @pytest.fixture
 def gpubox(tmp_path, testhost, podman_slim_image):
     assert podman_slim_image == IMAGE
     token = secrets.token_hex(4)
-    cdi = Path("/etc/cdi") / f"devenv-test-{token}.yaml"
-    cdi.parent.mkdir(exist_ok=True)
-    cdi.write_text(CDI.format(token=token))
-    with replay_gpu_host(tmp_path, "gpubox", "runtime: docker\nengine: podman\n") as box:
+    with replay_cdi_spec(token), replay_gpu_host(tmp_path, "gpubox", "runtime: docker\nengine: podman\n") as box:
         name = f"gpu-{token}"
         for env, gpus in ((name, "1"), (f"{name}-2", "2")):
             profile = slim_profile(image=IMAGE, ports={"jupyter": free_port(), "ssh": free_port()})
@@ -61,12 +36,7 @@ def gpubox(tmp_path, testhost, podman_slim_image):
         try:
             yield box.devenv, name, box.other_pid, token
         finally:
-            for c in podman("ps", "-a", "--filter", f"label=org.devenv.env={name}", "--format", "{{.Names}}"
-                            ).stdout.split():
-                podman("rm", "-f", c)
-            for v in podman("volume", "ls", "-q", "--filter", f"label=org.devenv.env={name}").stdout.split():
-                podman("volume", "rm", "-f", v)
-            cdi.unlink()
+            podman_env_leftovers(name)
 
 
 def test_up_takes_the_free_gpu_records_it_and_refuses_when_too_few_are_free(gpubox):
