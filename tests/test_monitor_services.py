@@ -44,10 +44,12 @@ def test_sanity_progress_lines():
                     ("  matmul_bf16: 1 fail, 2 pass (matmul bf16: rate)", None)]
 
 
-# the real CPU sanity program runs here: ~60 s on a quiet 2-core machine, past 120 s when it is loaded
+# the real CPU sanity program runs here: ~60 s on a quiet 2-core machine with 2 threads, past 120 s when it is
+# loaded; one thread (OMP_NUM_THREADS=1, as tests/test_sanity_script_cpu.py: the same steps, a fraction of the CPU)
 @pytest.mark.timeout(300)
-def test_s_runs_the_real_sanity_program_with_live_progress(local_torch):
+def test_s_runs_the_real_sanity_program_with_live_progress(local_torch, monkeypatch):
     """torch here is a CPU build: the real program runs its CPU smoke and the verdict says no GPU was proven."""
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")  # the program's process inherits it (LocalConnection)
     services = services_for({"local": profiles.load_host("local")})
     seen = []
     verdict = services.run_sanity("local", lambda text, fraction: seen.append((text, fraction)))

@@ -9,6 +9,8 @@ Timeouts as OpenSSH's: ConnectTimeout bounds the TCP connect and the wait for th
 key exchange and authentication get their own, longer limit (a slow link that ssh reaches, we reach too).
 A ProxyCommand runs as OpenSSH runs it: `exec COMMAND` in the user's $SHELL, on one end of a socket pair; its
 exit is noticed at once (the socket closes) and its stderr is quoted in the error.
+A dial can be ended from another thread (Dialling.cancel: SSHConnection.close while a dial waits): what it has
+opened is closed, so a wait for a banner, a key exchange or a jump host's channel ends then, not at its timeout.
 """
 
 from __future__ import annotations
@@ -36,16 +38,62 @@ HANDSHAKE_TIMEOUT = 60.0   # key exchange + authentication, after the banner (Op
 logging.getLogger("paramiko").addHandler(logging.NullHandler())
 
 
-def open_chain(target: ResolvedTarget, *, accept_new_host: bool) -> list[paramiko.Transport]:
-    """Transports in dialling order; the last one reaches target. Closes what it opened on failure."""
+class DialCancelled(ConnectError):
+    """The dial was ended by Dialling.cancel (the connection was closed while it was being dialled)."""
+
+
+class Dialling:
+    """One dial in progress, which another thread may end: cancel() closes every socket and transport the dial
+    has opened so far (and any it opens after), so its wait fails now. The TCP connect itself is still bounded by
+    ConnectTimeout only (its socket is made inside socket.create_connection)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._opened: list[paramiko.Transport | paramiko.Channel | socket.socket] = []
+        self.cancelled = False
+
+    def track(self, opened: paramiko.Transport | paramiko.Channel | socket.socket) -> None:
+        with self._lock:
+            if not self.cancelled:
+                self._opened.append(opened)
+                return
+        _close_quietly(opened)  # cancelled before it was tracked: the dial's next wait fails at once
+
+    def cancel(self) -> None:
+        with self._lock:
+            self.cancelled = True
+            opened, self._opened = self._opened, []
+        for thing in reversed(opened):
+            _close_quietly(thing)
+
+
+def _close_quietly(thing: paramiko.Transport | paramiko.Channel | socket.socket) -> None:
+    try:
+        thing.close()
+    except Exception:  # closing what a dial half-opened may raise; it is being given up
+        pass
+
+
+def open_chain(target: ResolvedTarget, *, accept_new_host: bool,
+               dialling: Dialling | None = None) -> list[paramiko.Transport]:
+    """Transports in dialling order; the last one reaches target. Closes what it opened on failure.
+    dialling: lets another thread end this dial (DialCancelled is raised here then)."""
     transports: list[paramiko.Transport] = []
     hops = [*(replace(j, label=f"jump host {j.label}") for j in target.jumps), target]
     try:
         for i, hop in enumerate(hops):
             sock = _connect(hop, transports[-1] if transports else None, hops[i - 1] if i else None)
-            transports.append(_session(sock, hop, accept_new_host))
-    except BaseException:
+            if dialling is not None:
+                dialling.track(sock)
+            transports.append(_session(sock, hop, accept_new_host, dialling))
+        if dialling is not None and dialling.cancelled:
+            raise DialCancelled(f"connection to {target.label} ({target.address}) was closed while it was being "
+                                "dialled", "re-run the command")
+    except BaseException as e:
         close_chain(transports)
+        if dialling is not None and dialling.cancelled and not isinstance(e, DialCancelled):
+            raise DialCancelled(f"connection to {target.label} ({target.address}) was closed while it was being "
+                                "dialled", "re-run the command") from None
         raise
     # pings travel through every hop, so watching the last transport notices any hop dying
     keepalive.watch(transports[-1], target.server_alive_interval, target.server_alive_count_max)
@@ -212,12 +260,15 @@ def _tcp_connect(hop: ResolvedTarget, family: int) -> socket.socket:
     raise last or OSError(f"no address for {hop.hostname}")
 
 
-def _session(sock: paramiko.Channel | socket.socket, hop: ResolvedTarget, accept_new_host: bool) -> paramiko.Transport:
+def _session(sock: paramiko.Channel | socket.socket, hop: ResolvedTarget, accept_new_host: bool,
+             dialling: Dialling | None = None) -> paramiko.Transport:
     try:
         transport = paramiko.Transport(sock)
     except _NETWORK_ERRORS as e:
         sock.close()
         raise _proxy_failure(sock, hop) or _lost_during_setup(hop, e) from None
+    if dialling is not None:
+        dialling.track(transport)
     try:
         transport.banner_timeout = hop.connect_timeout
         transport.auth_timeout = max(HANDSHAKE_TIMEOUT, hop.connect_timeout)

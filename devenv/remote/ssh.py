@@ -58,6 +58,7 @@ class SSHConnection:
         self._last_loss: str | None = None  # why the keepalive dropped a transport of this connection
         self._ahead: threading.Thread | None = None        # dial_ahead's dialling thread
         self._ahead_error: BaseException | None = None     # ... and its failure, for the first caller
+        self._dialling: dial.Dialling | None = None          # the dial in progress, which close() ends
 
     def loss_reason(self) -> str | None:
         """Why the keepalive dropped this connection (the live one, or one re-dialled since), if it did."""
@@ -94,6 +95,8 @@ class SSHConnection:
     def _dial_in_background(self) -> None:
         try:
             self.transport()
+        except dial.DialCancelled:
+            pass  # closed while dialling ahead: the next caller dials anew
         except BaseException as exc:  # handed to the first caller of transport()
             self._ahead_error = exc
 
@@ -112,11 +115,19 @@ class SSHConnection:
             dial.close_chain(self._chain)  # a dead pooled transport is replaced, never reused
             self._chain = []
             started = time.monotonic()
-            self._chain = dial.open_chain(self.resolved, accept_new_host=self.accept_new_host)
+            self._dialling = dialling = dial.Dialling()
+            try:
+                self._chain = dial.open_chain(self.resolved, accept_new_host=self.accept_new_host, dialling=dialling)
+            finally:
+                self._dialling = None
             log.debug("%s: connected to %s in %.3f s", self.name, self.resolved.address, time.monotonic() - started)
             return self._chain[-1]
 
     def close(self) -> None:
+        """Close the connection; a dial in progress (a silent host's banner awaited) is ended, not waited out."""
+        dialling = self._dialling
+        if dialling is not None:
+            dialling.cancel()
         with self._lock:
             chain, self._chain = self._chain, []
         dial.close_chain(chain)

@@ -89,7 +89,7 @@ def _up_then_sanity_then_down(cluster, up: subprocess.Popen, errors: Lines, befo
         jobs = live_jobs(cluster.job_name)
         assert len(jobs) == 1 and jobs[0][2] == "RUNNING", jobs
         job_id, node = jobs[0][0], jobs[0][4]
-        assert node in ("node1", "node2")
+        assert node in cluster.slurm.nodes  # its cluster's (tests/slurm_clusters.py)
 
         # a real kernel through devenv's tunnel: its code runs inside the job, on the compute node
         with JupyterClient(url, timeout=180) as jc:
