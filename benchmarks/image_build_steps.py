@@ -3,9 +3,13 @@
 Builds images/pytorch.Dockerfile with the same context and build arguments `devenv up` sends (the env profile,
 $DEVENV_WHEELHOUSE, $DEVENV_BUILD_CA_BUNDLE), with `docker build --no-cache` on the local dockerd, and prints
 each step's wall time. `--variant DIR` builds a second context whose bundled files come from DIR instead
-(e.g. a changed install-python.sh), in the same run, after the first: compare the two tables.
+(e.g. a changed install-python.sh), in the same run, after the first: compare the two tables. `--run-commit`
+builds the same image a second way, without the venv's COPY between stages (see run_commit). Runs alternate
+their order; each build uses tags of this run only, removed at the end unless `--keep`. `--base IMAGE` builds on
+another base (e.g. a test host base made another way).
 
-    source .testhost/env && python3 benchmarks/image_build_steps.py [--env cpu] [--variant DIR] [--runs N]
+    source .testhost/env && python3 benchmarks/image_build_steps.py [--env cpu] [--variant DIR] [--run-commit]
+        [--runs N] [--base IMAGE] [--keep]
 """
 
 from __future__ import annotations
@@ -133,6 +137,8 @@ def main() -> None:
     parser.add_argument("--env", default="cpu")
     parser.add_argument("--variant", type=Path)
     parser.add_argument("--runs", type=int, default=1)
+    parser.add_argument("--keep", action="store_true", help="keep the images built (to try them), print their tags")
+    parser.add_argument("--base", help="BASE_IMAGE to build on instead of the profile's (e.g. a new test host base)")
     parser.add_argument("--run-commit", action="store_true",
                         help="also build the bundled context by docker run + commit (no COPY of the venv)")
     opts = parser.parse_args()
@@ -144,6 +150,8 @@ def main() -> None:
         order = kinds if run % 2 == 0 else kinds[::-1]  # alternated, so a change in load hits both alike
         for label, variant in order:
             tar, args = context_tar(opts.env, variant)
+            if opts.base:
+                args["BASE_IMAGE"] = opts.base
             load = os.getloadavg()[0]
             steps = (run_commit if label == "run-commit" else build)(tar, args, tags[label])
             size = subprocess.run(["docker", "image", "inspect", "-f", "{{.Size}}", tags[label]],
@@ -154,7 +162,10 @@ def main() -> None:
                 if took >= 1.0:
                     print(f"  {took:6.1f} s  {step}", flush=True)
             shutil.rmtree(tar.parent)
-    subprocess.run(["docker", "rmi", "-f", *tags.values()], capture_output=True)
+    if opts.keep:
+        print("kept: " + " ".join(tags.values()))
+    else:
+        subprocess.run(["docker", "rmi", "-f", *tags.values()], capture_output=True)
 
 
 if __name__ == "__main__":
