@@ -83,7 +83,9 @@ def test_cancel_ends_the_whole_tree(place: Place):
     cancelled = place.ok("cancel", place.host, run_id, "--grace", "5")
     assert "Cancelled run" in cancelled.stdout, cancelled.stdout
     assert follower.finish() == 0          # the follower ends by itself once the run ended
-    gone = place.devenv("exec", place.host, "--", "sh", "-c", f"kill -0 {child} 2>/dev/null")
+    # alive: it answers a signal and is no zombie (one that ended but is not reaped yet by init runs nothing)
+    gone = place.devenv("exec", place.host, "--", "sh", "-c", f"kill -0 {child} 2>/dev/null && read -r l < "
+                        f"/proc/{child}/stat && l=${{l##*) }} && [ \"${{l%% *}}\" != Z ]")
     assert gone.returncode != 0, f"the run's child {child} outlived the cancel"
     row = run_rows(place)[run_id]
     assert row["state"] == "killed", row
