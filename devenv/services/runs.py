@@ -171,13 +171,14 @@ class Runs:
         while True:
             piece = self.read(run_id, offset, wait_s=model.FOLLOW_WAIT_S)
             offset += len(piece.data)
-            yield piece
             if piece.over and offset >= piece.size:
-                try:   # the end is here: as in follow(), --then may go on now
+                try:   # the end is here (read, before it is shown): as in follow(), --then may go on now
                     self.place.script(model.SEEN, [self.place.runs_dir, run_id])
                 except DevenvError:
                     pass
+                yield piece
                 return
+            yield piece
 
     def cancel(self, run_id: str, grace_s: int = model.CANCEL_GRACE_S) -> tuple[str, bool]:
         """SIGTERM to the run's process group, SIGKILL after grace_s: (its state before, whether KILL was needed)."""
