@@ -174,7 +174,7 @@ def test_a_run_whose_supervisor_is_killed_is_lost_with_its_log_kept(place: Place
     follower.wait_line(r"^before the end$", 120)
     killed = place.devenv("exec", place.host, "--", "sh", "-c",
                           f'read -r sup st pg ep < .devenv/runs/{run_id}/pid && kill -9 "$sup" && '
-                          'kill -9 -- "-$pg"; echo "killed $sup $pg"')
+                          'kill -9 "-$pg" && echo "killed $sup $pg"')   # dash's kill takes no `--`
     assert killed.returncode == 0 and killed.stdout.startswith("killed "), (killed.stdout, killed.stderr)
     assert follower.finish(120) == 0, follower.output      # the follower ends, saying the run was lost
     assert "was lost" in follower.output and "its log is kept" in follower.output, follower.output
