@@ -3,6 +3,7 @@ readers over /proc snapshots and recorded nvidia-smi outputs, the settings' vali
 
 from __future__ import annotations
 
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -248,6 +249,29 @@ def test_stop_ends_a_process_group(tmp_path):
     group = subprocess.Popen(["sh", "-c", "sleep 600 & wait"], start_new_session=True)
     w.act({"action_steps": [{"killpg": group.pid}]})
     assert group.wait(30) != 0
+
+
+def test_a_zombie_is_not_alive():
+    """An ended process that its parent has not reaped yet runs nothing. Before, the watcher took it for alive:
+    `stop` of a group whose leader had ended at the TERM waited the whole 5 s grace (this test failed)."""
+    import os
+    import subprocess
+
+    child = subprocess.Popen(["true"])
+    deadline = time.monotonic() + 30
+    while _state_of(child.pid) != "Z" and time.monotonic() < deadline:   # it ends; this test does not reap it yet
+        time.sleep(0.01)
+    try:
+        assert _state_of(child.pid) == "Z"
+        assert not w._alive(child.pid)
+    finally:
+        child.wait()
+    assert w._alive(os.getpid())
+
+
+def _state_of(pid: int) -> str:
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()[0]
 
 
 def test_the_watcher_ends_when_its_environment_is_gone():

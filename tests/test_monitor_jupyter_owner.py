@@ -34,7 +34,7 @@ def serve(status: int, body: bytes):
             pass
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()   # shutdown() waits a poll
     return server
 
 
@@ -54,7 +54,7 @@ def test_an_http_answer_that_is_not_jupyter_is_refused(status, body, said):
     server = serve(status, body)
     try:
         with pytest.raises(ConnectError) as failed:
-            jupyter_answers(server.server_address[1], timeout=0.5)
+            jupyter_answers(server.server_address[1], timeout=0.1)
         assert said in failed.value.message and "press j again" in failed.value.hint
     finally:
         server.shutdown()
@@ -63,7 +63,7 @@ def test_an_http_answer_that_is_not_jupyter_is_refused(status, body, said):
 def test_a_port_nobody_listens_on_is_refused():
     port = free_port()
     with pytest.raises(ConnectError) as failed:
-        jupyter_answers(port, timeout=0.5)
+        jupyter_answers(port, timeout=0.1)
     assert f"127.0.0.1:{port}" in failed.value.message
 
 

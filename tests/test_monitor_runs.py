@@ -59,6 +59,18 @@ def runs(tmp_path: Path):
             made.cancel(run.id, grace_s=1)
 
 
+def test_the_last_piece_comes_once_the_host_knows_it_was_read(runs):
+    """pieces() (the log view's follow) marks the run's end as seen before it hands the last piece over: the view
+    said "the run ended" while --then could still be waiting for the follower (the log view's test failed now
+    and then; this one failed each time before)."""
+    made, folder, _ = runs
+    run_id = made.start(["sh", "-c", "echo one"])
+    for piece in made.pieces(run_id):
+        if piece.over:
+            assert (folder / "runs" / run_id / "seen").exists()
+    assert piece.over and piece.exit_code == 0
+
+
 def services_of(runs: Runs, calls: list[tuple] | None = None) -> MonitorServices:
     calls = [] if calls is None else calls
 

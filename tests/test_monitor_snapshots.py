@@ -62,7 +62,8 @@ async def settled(pilot) -> None:
         panels = list(app.query(HostPanel))
         if panels and all(p.snapshot.state != "connecting" for p in panels):
             extras = not app.services.env_state or all(p.extras.env_state for p in panels)
-            if app.query_one("#logs").lines and extras:
+            logs = app.query_one("#logs")   # hidden on a small terminal: no lines to wait for there
+            if (logs.lines or not logs.display) and extras:
                 break
         await asyncio.sleep(0.02)
     for panel in app.query(HostPanel):
@@ -189,7 +190,7 @@ def drop_app(clock: Clock):
     fixed = snapshots()
     app = create_monitor_app(["h200-box", "lab-b"], lambda h: sampler if h == "h200-box" else FixedSampler(fixed[h]),
                              MonitorServices(env_state=lambda h: f"running ({'cuda' if h == 'h200-box' else 'cpu'})"),
-                             clock=clock, redraw_every=3600)
+                             clock=clock, redraw_every=3600, watch_every=0.05)   # each step is seen at once
     return app, sampler
 
 

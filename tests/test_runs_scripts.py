@@ -90,6 +90,49 @@ def test_cancel_reaches_the_process_group(tmp_path: Path):
     assert read_all(runs, run_id, 0, 100)[::3] == ("killed", "137")
 
 
+# The run's process (the group's leader) forks a keeper, which forks a member of the group and moves itself to a
+# group of its own: after the TERM the member is a zombie whose parent (the keeper, outside the group) never reaps it.
+UNREAPED = """
+import os, sys, time
+if os.fork() == 0:
+    member = os.fork()
+    if member == 0:
+        time.sleep(600)
+        os._exit(0)
+    os.setpgid(0, 0)
+    print(os.getpid(), member, flush=True)
+    time.sleep(600)
+    os._exit(0)
+os.wait()
+"""
+
+
+def test_cancel_does_not_wait_for_a_member_that_ended_but_is_not_reaped(tmp_path: Path):
+    """Every process of the run ends at the TERM, one stays a zombie (its parent has not reaped it; on a host an
+    orphan waits for init, which some inits do seconds later). Before, `kill -0` on the group answered for the
+    zombie: cancel waited the whole grace and reported a KILL (this test failed: after == ["killed"])."""
+    import os
+    import signal
+    import sys
+
+    runs = tmp_path / "runs"
+    run_id = launch(runs, sys.executable, "-c", UNREAPED, wait_end=False)
+    state, _, data = read(runs, run_id, 0, 100, wait=400)   # until the keeper said who it is
+    keeper, member = (int(w) for w in data.split())
+    try:
+        before, *after = sh(model.CANCEL, str(runs), run_id, "3").split()
+        assert before == "running" and after == []   # the TERM ended it all: no KILL
+        assert _state_of(member) == "Z"              # the case: its zombie was there all along
+        assert read_all(runs, run_id, 0, 100)[::3] == ("killed", "143")
+    finally:
+        os.kill(keeper, signal.SIGKILL)
+
+
+def _state_of(pid: int) -> str:
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()[0]
+
+
 def test_an_empty_or_missing_runs_folder_lists_nothing(tmp_path: Path):
     assert sh(model.LIST, str(tmp_path / "none")) == ""
     (tmp_path / "empty").mkdir()

@@ -103,9 +103,17 @@ def test_wait_idle_gives_up_on_a_gpu_that_stays_busy_with_exit_5(gpu_box, other_
     assert "Hint: wait longer (`--wait-idle SECONDS`)" in done.output
 
 
-def test_wait_idle_waits_for_a_job_that_ends_then_judges(gpu_box, monkeypatch):
+def test_wait_idle_waits_for_a_job_that_ends_then_judges(gpu_box, monkeypatch, tmp_path):
+    from devenv.services import gpu_occupancy
+
     monkeypatch.setenv("REPLAY_TICK", IDLE_TICK)
-    job = subprocess.Popen(["sleep", "4"])  # someone's job that ends: while it lives it holds GPU 0
+    asked = tmp_path / "asked"   # the replay notes each nvidia-smi it answers
+    monkeypatch.setenv("REPLAY_COUNT_FILE", str(asked))
+    monkeypatch.setattr(gpu_occupancy, "WAIT_STEP_S", 0.2)   # the looks' pace (2 s): the job's end is seen soon
+    # someone's job that holds GPU 0 while it lives, and ends once the wait has looked at the GPUs' processes
+    # twice: the first look surely saw it busy
+    job = subprocess.Popen(["sh", "-c", f'until [ "$(grep -c compute-apps {asked} 2>/dev/null)" -ge 2 ]; '
+                                        "do sleep 0.05; done"])
     try:
         on_gpu0(gpu_box, job)
         done = CliRunner().invoke(main, ["sanity", "gpu-box", "--no-save", "--wait-idle", "120"])

@@ -18,8 +18,9 @@ from devenv.services.environments.lock import up_lock
 HOLD = """
 import sys
 from devenv.remote.local import LocalConnection
-from devenv.services.environments.lock import up_lock
-with up_lock(LocalConnection("here"), sys.argv[1], sys.argv[2], print):
+from devenv.services.environments import lock
+lock.KEEPALIVE_S = float(sys.argv[3])
+with lock.up_lock(LocalConnection("here"), sys.argv[1], sys.argv[2], print):
     print("holding", flush=True)
     sys.stdin.read()
 """
@@ -31,9 +32,10 @@ def home(tmp_path, monkeypatch) -> Path:
     return tmp_path
 
 
-def holder(owner: str, env: str) -> subprocess.Popen:
-    proc = subprocess.Popen([sys.executable, "-c", HOLD, owner, env], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            text=True, cwd=Path(__file__).resolve().parent.parent)
+def holder(owner: str, env: str, keepalive_s: float = 2) -> subprocess.Popen:
+    """A process holding the lock; keepalive_s: how soon its holder on the host notices that it is gone."""
+    proc = subprocess.Popen([sys.executable, "-c", HOLD, owner, env, str(keepalive_s)], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parent.parent)
     assert proc.stdout.readline().strip() == "holding"
     return proc
 
@@ -62,7 +64,7 @@ def test_the_second_up_waits_for_the_first_and_is_told(home):
 
 
 def test_a_killed_holder_does_not_block_the_next(home):
-    first = holder("t", "env")
+    first = holder("t", "env", keepalive_s=0.2)
     first.kill()               # a laptop gone: no release, its connection simply ends
     first.wait(30)
     said: list[str] = []

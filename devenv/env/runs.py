@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from devenv.env.durations import compact_duration
+from devenv.env.procgroup import GROUP_ALIVE
 from devenv.errors import BadInput
 
 RUNS_FOLDER = ".devenv/runs"      # under the workspace
@@ -144,7 +145,7 @@ exit 0
 
 # sh -c CANCEL devenv-cancel RUNS ID GRACE: SIGTERM to the run's process group, SIGKILL after GRACE s if it is
 # still there, then the run's end as the supervisor records it: prints the state before and the exit line after.
-CANCEL = _STATE + r'''
+CANCEL = _STATE + GROUP_ALIVE + r'''
 R=$(runs_home "$1"); d="$R/$2"; grace=$3
 [ -d "$d" ] || { echo "nosuch"; exit 0; }
 s=$(state_of "$d")
@@ -155,8 +156,8 @@ echo 1 > "$d/cancelled"
 read -r sup st pg ep < "$d/pid"
 kill -s TERM -- -"$pg" 2>/dev/null
 i=0
-while kill -0 -"$pg" 2>/dev/null && [ "$i" -lt "$((grace * 20))" ]; do sleep 0.05; i=$((i + 1)); done
-kill -0 -"$pg" 2>/dev/null && { kill -s KILL -- -"$pg" 2>/dev/null; echo killed; }
+while group_alive "$pg" && [ "$i" -lt "$((grace * 20))" ]; do sleep 0.05; i=$((i + 1)); done
+group_alive "$pg" && { kill -s KILL -- -"$pg" 2>/dev/null; echo killed; }
 i=0
 while [ ! -e "$d/exit" ] && [ "$i" -lt 100 ]; do
   [ "$(state_of "$d")" = lost ] && break

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import shlex
 
+from devenv.env.procgroup import GROUP_ALIVE
+
 PGID_TAG = b"devenv-pgid:"
 
 
@@ -22,7 +24,7 @@ def wrap_command(command: str, env: dict[str, str] | None) -> str:
 
 
 def stop_script(pgid: int) -> str:
-    """TERM the command's process group, give it 2 s, then KILL what is left."""
-    return (f"kill -TERM -- -{pgid} 2>/dev/null || exit 0; i=0; "
-            f"while kill -0 -- -{pgid} 2>/dev/null && [ $i -lt 20 ]; do sleep 0.1; i=$((i+1)); done; "
-            f"kill -KILL -- -{pgid} 2>/dev/null; exit 0")
+    """TERM the command's process group, give it 2 s, then KILL what is left (zombies are not waited for)."""
+    return (f"{GROUP_ALIVE}kill -TERM -- -{pgid} 2>/dev/null || exit 0; i=0; "
+            f"while group_alive {pgid} && [ $i -lt 20 ]; do sleep 0.1; i=$((i+1)); done; "
+            f"group_alive {pgid} && kill -KILL -- -{pgid} 2>/dev/null; exit 0")

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from devenv.remote.pipe import LocalPipe
 
 _QUIET_AFTER_EXIT = 2.0
+TERM_GRACE_S = 2.0  # a killed command's process group has this long after TERM, then KILL
 
 
 class LocalConnection:
@@ -173,17 +174,42 @@ class _Process:
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
-    """TERM the whole process group, give it 2 s, then KILL what is left; reap the child."""
+    """TERM the whole process group, give it TERM_GRACE_S, then KILL what is left; reap the child."""
     _signal_group(proc.pid, signal.SIGTERM)
-    deadline = time.monotonic() + 2
+    deadline, pause = time.monotonic() + TERM_GRACE_S, 0.005
     while time.monotonic() < deadline:
         proc.poll()  # reap the leader so only live members keep the group alive
-        if not _signal_group(proc.pid, 0):
+        if not _group_alive(proc.pid):
             break
-        time.sleep(0.05)
+        time.sleep(pause)  # most groups go within milliseconds of the TERM
+        pause = min(pause * 2, 0.05)
     else:
         _signal_group(proc.pid, signal.SIGKILL)
     proc.wait()
+
+
+def _group_alive(pgid: int) -> bool:
+    """Whether the group has a member that is not a zombie. A member whose parent died first (the shell's
+    `sleep`, TERMed with it) is reparented to init and stays a zombie until init reaps it: some inits (a
+    container's, this kind of sandbox's) do that seconds later, and the group answers signals until then,
+    though nothing in it runs. Without /proc (macOS) the signal's answer is all there is."""
+    if not _signal_group(pgid, 0):
+        return False
+    try:
+        pids = [name for name in os.listdir("/proc") if name.isdigit()]
+    except OSError:
+        return True
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue  # gone meanwhile
+        # pid (comm) state ppid pgrp ...: comm may hold spaces and parentheses, so split after its last ')'
+        fields = stat[stat.rfind(b")") + 2:].split()
+        if len(fields) > 2 and int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
+            return True
+    return False
 
 
 def _signal_group(pgid: int, sig: int) -> bool:

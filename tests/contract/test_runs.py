@@ -83,7 +83,9 @@ def test_cancel_ends_the_whole_tree(place: Place):
     cancelled = place.ok("cancel", place.host, run_id, "--grace", "5")
     assert "Cancelled run" in cancelled.stdout, cancelled.stdout
     assert follower.finish() == 0          # the follower ends by itself once the run ended
-    gone = place.devenv("exec", place.host, "--", "sh", "-c", f"kill -0 {child} 2>/dev/null")
+    # alive: it answers a signal and is no zombie (one that ended but is not reaped yet by init runs nothing)
+    gone = place.devenv("exec", place.host, "--", "sh", "-c", f"kill -0 {child} 2>/dev/null && read -r l < "
+                        f"/proc/{child}/stat && l=${{l##*) }} && [ \"${{l%% *}}\" != Z ]")
     assert gone.returncode != 0, f"the run's child {child} outlived the cancel"
     row = run_rows(place)[run_id]
     assert row["state"] == "killed", row
@@ -172,7 +174,7 @@ def test_a_run_whose_supervisor_is_killed_is_lost_with_its_log_kept(place: Place
     follower.wait_line(r"^before the end$", 120)
     killed = place.devenv("exec", place.host, "--", "sh", "-c",
                           f'read -r sup st pg ep < .devenv/runs/{run_id}/pid && kill -9 "$sup" && '
-                          'kill -9 -- "-$pg"; echo "killed $sup $pg"')
+                          'kill -9 "-$pg" && echo "killed $sup $pg"')   # dash's kill takes no `--`
     assert killed.returncode == 0 and killed.stdout.startswith("killed "), (killed.stdout, killed.stderr)
     assert follower.finish(120) == 0, follower.output      # the follower ends, saying the run was lost
     assert "was lost" in follower.output and "its log is kept" in follower.output, follower.output

@@ -405,15 +405,21 @@ def _read(path: str) -> str | None:
 
 
 def _alive(pid: int) -> bool:
+    """Whether pid runs: a zombie (ended, not reaped yet by its parent, or by an init that reaps late) does not."""
     if pid <= 0:
         return False
     try:
         os.kill(pid, 0)
-        return True
     except PermissionError:
-        return True
+        pass
     except OSError:
         return False
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return True   # no /proc: the signal's answer is all there is
+    return stat[stat.rfind(b")") + 2:][:1] not in (b"Z", b"X")
 
 
 def environment_gone(config: dict[str, Any], procs: list[Proc]) -> bool:
