@@ -86,7 +86,7 @@ def up(host: str, env: str | None, accept_new_host: bool, detach: bool, assume_y
             from devenv.cli.up_push import offer_push
 
             offer_push(host, env, accept_new_host=accept_new_host, assume_yes=assume_yes, push_from=push_from,
-                       known_source=placed.image_from if placed else None, no_push=no_push)
+                       known_source=placed.image_from if placed else None, no_push=no_push, session=session)
         if found is not None:
             project_env.own_env(session, env, *found)  # the project's own environment, not the host's default
             devcontainer_up.apply(session, *found)

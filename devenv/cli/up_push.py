@@ -6,14 +6,18 @@ without a terminal or --yes `up` stops (exit 2) with the push command to run.
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
 import click
 
 from devenv.errors import BadInput
 
+if TYPE_CHECKING:
+    from devenv.services.session import EnvSession
+
 
 def offer_push(host: str, env: str | None, *, accept_new_host: bool, assume_yes: bool, push_from: str | None,
-               no_push: bool, known_source: str | None = None) -> None:
+               no_push: bool, known_source: str | None = None, session: EnvSession | None = None) -> None:
     """Before `up` builds a missing image: push it from a fleet host that has it, when one does (and it is
     wanted). known_source: a host `up @group` already saw has it. Raises when the push failed or could not be
     asked about."""
@@ -23,7 +27,8 @@ def offer_push(host: str, env: str | None, *, accept_new_host: bool, assume_yes:
     from devenv.services import image_offer
     from devenv.services.image_push import PushFailed
 
-    offer = image_offer.find(host, env, push_from=push_from or known_source, accept_new_host=accept_new_host)
+    offer = image_offer.find(host, env, push_from=push_from or known_source, accept_new_host=accept_new_host,
+                             session=session)
     if offer is None:
         return
     lacks = f"{offer.host} lacks the image {offer.image}; {offer.source} has it"
