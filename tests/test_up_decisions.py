@@ -243,6 +243,41 @@ def test_the_check_starts_before_the_engine_is_asked_when_this_laptop_knows_no_e
         assert [r.ok for r in events.reports] == [True]  # the report reached the front end either way
 
 
+def test_a_check_started_ahead_is_used_unless_dropped_or_asked_for_other_gpus(monkeypatch):
+    """`up` starts its check as the connection opens (check_ahead), before the push offer: up() uses that
+    answer; after a push (drop_check_ahead) or with another allow_busy it checks anew, on its own thread."""
+    import threading
+
+    from devenv.env import state as envstate
+    from devenv.services import preflight, preflight_cache
+
+    seen: list[tuple[str, bool]] = []
+
+    def run_check(conn, host, env, on_result=None, allow_busy=False, with_engine=False):
+        seen.append((threading.current_thread().name, allow_busy))
+        return CheckReport(host.name, env.name, [CheckResult("docker.daemon", "Docker daemon", PASS, "seen")])
+
+    monkeypatch.setattr(preflight, "run_check", run_check)
+    cases = ((False, False, [("devenv-early-check", False)]),          # used as started
+             (True, False, [("devenv-early-check", False), ("devenv-early-check", False)]),  # dropped: anew
+             (False, True, [("devenv-early-check", False), (threading.current_thread().name, True)]))
+    for drop, allow_busy, expected in cases:
+        seen.clear()
+        envstate.forget(HOST.name, ENV.name)
+        preflight_cache.forget(HOST.name, ENV.name)
+        session = EnvSession(HOST, LocalConnection(HOST.name), events=Recorder())
+        session.env = ENV
+        session._backend = Provisioner(MemoryRuntime(images={ENV.image: "sha256:img"}), HOST, session._preflight,
+                                       owner=OWNER)
+        session.check_ahead(allow_busy=False)
+        if drop:
+            session._early_check[2].wait()  # type: ignore[index]  # the dropped one has run (it is not waited for)
+            preflight_cache.forget(HOST.name, ENV.name)   # its answer kept: the full check counted again
+            session.drop_check_ahead()
+        result = session.up(UpOptions(allow_busy=allow_busy))
+        assert result.action == "created" and seen == expected, (drop, allow_busy, seen)
+
+
 def test_the_wait_asks_again_only_what_has_not_answered_yet():
     """Each sshd probe is a line pair in the environment's log: once sshd answered, only Jupyter is polled."""
     runtime = MemoryRuntime(images={ENV.image: "sha256:img"})
