@@ -110,3 +110,50 @@ def test_a_corrupt_cache_runs_the_full_check() -> None:
         calls = full.calls
         assert preflight(conn, full).ok
         assert full.calls == calls + 1
+
+
+def test_a_change_during_the_full_check_is_not_kept_as_checked(tmp_path) -> None:
+    """The facts are asked before the full check: a host that changes while it runs (here the host's python,
+    replaced) is checked in full at the next `up`. They were asked after it, so the new python was kept with
+    the old python's answers and served from the cache (this test failed so)."""
+    python = tmp_path / "python3"
+    python.write_text("#!/bin/sh\nexit 0\n")
+    python.chmod(0o755)
+    host = HostProfile(name="here", source="t", local=True, runtime="host", python=str(python))
+    conn = CountingConnection()
+
+    class ReplacedDuringTheCheck(FullCheck):
+        def __call__(self) -> CheckReport:
+            if self.calls == 0:
+                python.write_text("#!/bin/sh\n# another python, put in while the check ran\nexit 0\n")
+            return super().__call__()
+
+    full = ReplacedDuringTheCheck()
+    preflight_cache.cached_preflight(conn, host, ENV, False, False, full)
+    preflight_cache.cached_preflight(conn, host, ENV, False, False, full)
+    assert full.calls == 2      # the python it checked is not the one there now
+    preflight_cache.cached_preflight(conn, host, ENV, False, False, full)
+    assert full.calls == 2      # and that one's check stands while nothing changes
+
+
+def test_a_gpu_toolkit_change_is_not_served_from_the_cache(tmp_path, monkeypatch) -> None:
+    """A CDI spec written (or removed) for the GPUs changes the GPU-access answer without a reboot or a dockerd
+    restart: the next `up` checks in full (served from the cache before: this test failed so). The host's
+    engines are stubs here that know nothing (the shared dockerd is not asked)."""
+    stubs = tmp_path / "bin"
+    stubs.mkdir()
+    for name in ("docker", "podman"):
+        (stubs / name).write_text("#!/bin/sh\nexit 1\n")
+        (stubs / name).chmod(0o755)
+    cdi = tmp_path / "cdi"
+    cdi.mkdir()
+    monkeypatch.setenv("PATH", f"{stubs}:{os.environ['PATH']}")
+    monkeypatch.setenv("DEVENV_CDI_SPEC_DIRS", str(cdi))
+    host = HostProfile(name="here", source="t", local=True, runtime="docker")
+    full, conn = FullCheck(), CountingConnection()
+    preflight_cache.cached_preflight(conn, host, ENV, False, True, full)
+    preflight_cache.cached_preflight(conn, host, ENV, False, True, full)
+    assert full.calls == 1      # nothing changed: reused
+    (cdi / "nvidia.yaml").write_text("cdiVersion: 0.5.0\nkind: nvidia.com/gpu\ndevices: []\n")
+    preflight_cache.cached_preflight(conn, host, ENV, False, True, full)
+    assert full.calls == 2

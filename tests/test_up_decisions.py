@@ -152,6 +152,19 @@ def test_a_taken_preferred_port_is_replaced_and_said():
     assert any("127.0.0.1:8888 is taken" in note for note in result.notes)
 
 
+@pytest.fixture(autouse=True)
+def _early_checks_end_with_their_test():
+    """A session whose backend was put in by hand (not opened) starts an early check that nothing consumes: it
+    runs to its end on its own thread. Waited for here, so that it does not call the next test's monkeypatched
+    check (it asks the facts first now, so it ends later than it did)."""
+    import threading
+
+    yield
+    for thread in threading.enumerate():
+        if thread.name == "devenv-early-check":
+            thread.join(60)
+
+
 def test_the_session_writes_the_environments_ssh_entry():
     runtime = MemoryRuntime(images={ENV.image: "sha256:img"})
     session = EnvSession(HOST, LocalConnection(HOST.name), events=Recorder())
@@ -241,6 +254,43 @@ def test_the_check_starts_before_the_engine_is_asked_when_this_laptop_knows_no_e
         result = session.up(UpOptions())
         assert result.action == "created" and seen == expected
         assert [r.ok for r in events.reports] == [True]  # the report reached the front end either way
+
+
+def test_a_check_started_ahead_is_used_unless_dropped_or_asked_for_other_gpus(monkeypatch):
+    """`up` starts its check as the connection opens (check_ahead), before the push offer: up() uses that
+    answer; after a push (drop_check_ahead) or with another allow_busy it checks anew, on its own thread."""
+    import threading
+
+    from devenv.env import state as envstate
+    from devenv.services import preflight, preflight_cache
+
+    seen: list[tuple[str, bool]] = []
+
+    def run_check(conn, host, env, on_result=None, allow_busy=False, with_engine=False):
+        seen.append((threading.current_thread().name, allow_busy))
+        return CheckReport(host.name, env.name, [CheckResult("docker.daemon", "Docker daemon", PASS, "seen")])
+
+    monkeypatch.setattr(preflight, "run_check", run_check)
+    cases = ((False, False, [("devenv-early-check", False)]),          # used as started
+             (True, False, [("devenv-early-check", False), ("devenv-early-check", False)]),  # dropped: anew
+             (False, True, [("devenv-early-check", False), (threading.current_thread().name, True)]))
+    for drop, allow_busy, expected in cases:
+        seen.clear()
+        envstate.forget(HOST.name, ENV.name)
+        preflight_cache.forget(HOST.name, ENV.name)
+        session = EnvSession(HOST, LocalConnection(HOST.name), events=Recorder())
+        session.env = ENV
+        session._backend = Provisioner(MemoryRuntime(images={ENV.image: "sha256:img"}), HOST, session._preflight,
+                                       owner=OWNER)
+        session.check_ahead(allow_busy=False)
+        ahead = session._early_check[2]  # type: ignore[index]
+        if drop:
+            ahead.wait()                                  # the dropped one has run (up does not wait for it)
+            preflight_cache.forget(HOST.name, ENV.name)   # its answer kept: the full check counted again
+            session.drop_check_ahead()
+        result = session.up(UpOptions(allow_busy=allow_busy))
+        ahead.wait()   # a check up did not use ends on its own: waited for here, so it is counted (in any order)
+        assert result.action == "created" and sorted(seen) == sorted(expected), (drop, allow_busy, seen)
 
 
 def test_the_wait_asks_again_only_what_has_not_answered_yet():

@@ -116,3 +116,47 @@ def test_the_error_that_ended_up_is_shown_not_the_lost_holders():
     lost = _LostConnection()
     with pytest.raises(ConnectError, match="connection lost"), up_lock(lost, "me", "cpu", print):  # type: ignore[arg-type]
         raise ConnectError("connection lost", "run it again")
+
+
+class _SlowRelease:
+    """A host where ending the lock's holder takes a while (over SSH: a login shell that kills it, 0.1-1.5 s by
+    the host's load); the release waits for `proceed`."""
+
+    name = "slow-host"
+
+    def __init__(self) -> None:
+        self.proceed = threading.Event()
+        self.released = threading.Event()
+
+    def stream(self, command: str):
+        try:
+            yield "locked"
+            yield "held"
+        finally:
+            self.proceed.wait(30)
+            self.released.set()
+
+
+def test_up_goes_on_while_the_holder_is_ended():
+    """The lock's release stood between Jupyter answering and the URL (one more command on the host, 1.5 s
+    in a trace at load 5); `up` now goes on at once and the holder ends beside it."""
+    host = _SlowRelease()
+    with up_lock(host, "me", "cpu", print):  # type: ignore[arg-type]
+        pass
+    assert not host.released.is_set()        # out of the lock while the release still runs
+    host.proceed.set()
+    assert host.released.wait(30)            # and the holder is ended all the same
+
+
+def test_a_command_that_ends_after_up_still_ends_the_holder(home):
+    """The release runs on a thread that is not a daemon: a process that exits right after `up` (--detach)
+    ends the holder on its way out, so the next `up` does not wait for it."""
+    script = ("from devenv.remote.local import LocalConnection\n"
+              "from devenv.services.environments.lock import up_lock\n"
+              "with up_lock(LocalConnection('here'), 't', 'env', print):\n"
+              "    pass\n")
+    subprocess.run([sys.executable, "-c", script], check=True, timeout=60,
+                   cwd=Path(__file__).resolve().parent.parent)
+    said: list[str] = []
+    with up_lock(LocalConnection("here"), "t", "env", said.append, wait_s=60):
+        assert said == []                    # not busy: the exited process's holder is gone

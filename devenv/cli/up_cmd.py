@@ -85,8 +85,10 @@ def up(host: str, env: str | None, accept_new_host: bool, detach: bool, assume_y
         if found is None:  # a project's own image is built from its devcontainer, never pushed
             from devenv.cli.up_push import offer_push
 
-            offer_push(host, env, accept_new_host=accept_new_host, assume_yes=assume_yes, push_from=push_from,
-                       known_source=placed.image_from if placed else None, no_push=no_push)
+            session.check_ahead(allow_busy)  # the host's check overlaps the offer's question and the engine's connect
+            if offer_push(host, env, accept_new_host=accept_new_host, assume_yes=assume_yes, push_from=push_from,
+                          known_source=placed.image_from if placed else None, no_push=no_push, session=session):
+                session.drop_check_ahead()   # it saw the host without the image pushed since
         if found is not None:
             project_env.own_env(session, env, *found)  # the project's own environment, not the host's default
             devcontainer_up.apply(session, *found)

@@ -6,26 +6,31 @@ without a terminal or --yes `up` stops (exit 2) with the push command to run.
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
 import click
 
 from devenv.errors import BadInput
 
+if TYPE_CHECKING:
+    from devenv.services.session import EnvSession
+
 
 def offer_push(host: str, env: str | None, *, accept_new_host: bool, assume_yes: bool, push_from: str | None,
-               no_push: bool, known_source: str | None = None) -> None:
+               no_push: bool, known_source: str | None = None, session: EnvSession | None = None) -> bool:
     """Before `up` builds a missing image: push it from a fleet host that has it, when one does (and it is
     wanted). known_source: a host `up @group` already saw has it. Raises when the push failed or could not be
-    asked about."""
+    asked about. True when it pushed."""
     if no_push:
-        return
+        return False
     from devenv.env.image_push import FAILED, progress_line
     from devenv.services import image_offer
     from devenv.services.image_push import PushFailed
 
-    offer = image_offer.find(host, env, push_from=push_from or known_source, accept_new_host=accept_new_host)
+    offer = image_offer.find(host, env, push_from=push_from or known_source, accept_new_host=accept_new_host,
+                             session=session)
     if offer is None:
-        return
+        return False
     lacks = f"{offer.host} lacks the image {offer.image}; {offer.source} has it"
     if not assume_yes:
         if not (sys.stdin.isatty() and sys.stderr.isatty()):
@@ -35,7 +40,7 @@ def offer_push(host: str, env: str | None, *, accept_new_host: bool, assume_yes:
                            "--no-push to build it")
         if not click.confirm(f"{lacks}. Copy it from {offer.source} (no registry) instead of building it?",
                              default=True, err=True):
-            return
+            return False
     click.echo(f"Pushing {offer.image} from {offer.source} to {offer.host} ({offer.command()})", err=True)
     result = image_offer.carry_out(
         offer, accept_new_host=accept_new_host,
@@ -45,3 +50,4 @@ def offer_push(host: str, env: str | None, *, accept_new_host: bool, assume_yes:
     if result.outcome == FAILED:
         raise PushFailed(f"the push from {offer.source} failed: {result.error}",
                          f"{result.hint or 'run it again'}; or `up --no-push` builds the image on {offer.host}")
+    return True

@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import contextlib
 import shlex
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from devenv.config import hostref
 from devenv.env.image_push import FAILED, PushResult
 from devenv.errors import BadInput, DevenvError
 from devenv.services import fleet, image_push
-from devenv.services.session import open_env
+from devenv.services.session import EnvSession, open_env
 
 
 @dataclass(frozen=True)
@@ -30,20 +30,22 @@ class PushOffer:
 
 
 def find(host: str, env_name: str | None, *, push_from: str | None = None, accept_new_host: bool = False,
-         bound_s: float = fleet.ANSWER_BOUND_S) -> PushOffer | None:
+         bound_s: float = fleet.ANSWER_BOUND_S, session: EnvSession | None = None) -> PushOffer | None:
     """The offer for `up host`: None when the host has the image (or runs no images) or no fleet host has it.
-    push_from: the source to use (BadInput when it has no such image); else the first group member that has it."""
+    push_from: the source to use (BadInput when it has no such image); else the first group member that has it.
+    session: `up`'s own session on host (its engine is asked through the backend `up` then uses: on a host whose
+    docker socket is known, an API call of a few ms instead of a command in a login shell there)."""
     candidates = [push_from] if push_from else _fleet_of(host)
     if not candidates:
         return None
     try:
-        with open_env(host, env_name, accept_new_host=accept_new_host) as session:
-            if not session.kind.builds_images:
+        with _on(host, env_name, accept_new_host, session) as here:
+            if not here.kind.builds_images:
                 if push_from:
                     raise BadInput(f"--push-from: {host}'s environments run from no image", "leave --push-from out")
                 return None
-            env, image = session.env.name, session.env.image
-            if image_push.inspect(image_push.engine_host(session, image)).image_id is not None:
+            env, image = here.env.name, here.env.image
+            if here.backend.has_image(image):
                 return None
     except DevenvError:
         if push_from:
@@ -72,6 +74,16 @@ def find(host: str, env_name: str | None, *, push_from: str | None = None, accep
     answers = fleet.bounded(candidates, has_it, lambda name: False, bound_s)
     source = next((name for name, has in zip(candidates, answers, strict=True) if has), None)
     return PushOffer(host, source, env, image) if source else None
+
+
+@contextlib.contextmanager
+def _on(host: str, env_name: str | None, accept_new_host: bool, session: EnvSession | None) -> Iterator[EnvSession]:
+    """The session given (left open: its owner goes on with it), else one of its own on host."""
+    if session is not None:
+        yield session
+        return
+    with open_env(host, env_name, accept_new_host=accept_new_host) as own:
+        yield own
 
 
 def _fleet_of(host: str) -> list[str]:

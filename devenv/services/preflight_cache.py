@@ -3,10 +3,12 @@
 The full check asks a batch of probes plus network round trips (about 1.5 s on the test host). Its answers
 move only when the host does: a reboot, another docker engine or driver, another image, less disk, someone
 else on the GPUs. So after a check that passed (no failure), its report is kept with a
-fingerprint of those facts; the next `up` asks ONE probe for the fingerprint and reuses the report when it is
-the same. Anything else (no cache, an unreadable one, another host key, devenv version, host or environment
-profile, a fingerprint that differs, a disk now short or a GPU now busy) runs the full check and caches it
-anew when it is clean. One 0600 JSON file per (host, environment) under the state dir.
+fingerprint of those facts (asked before the check, so that a change during it is seen next time); the next
+`up` asks ONE probe batch for the fingerprint (and, beside it, sshd's answer to a forwarding channel, no shell)
+and reuses the report when it is the same. Anything else (no cache, an unreadable one, another host key, devenv
+version, host or environment profile, a fingerprint that differs: boot, user, driver, engine, GPU toolkit, CDI
+specs, MIG mode, image, python; a disk now short, a GPU now busy or sick, sshd now refusing forwarding) runs the
+full check and caches it anew when it is clean. One 0600 JSON file per (host, environment) under the state dir.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import logging
 import shlex
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -24,6 +27,7 @@ from typing import Any
 import devenv
 from devenv.checks import engine as engine_checks
 from devenv.checks import gpu_use
+from devenv.checks import health as health_checks
 from devenv.checks import host as hc
 from devenv.checks.report import FAIL, INFO, PASS, CheckReport, CheckResult
 from devenv.config import paths
@@ -33,7 +37,7 @@ from devenv.remote.base import Connection
 log = logging.getLogger(__name__)
 
 FINGERPRINT_TIMEOUT = 30.0
-_FORMAT = 1
+_FORMAT = 2   # 2: the toolkit, CDI and MIG facts, the facts asked before the check
 
 
 def cache_path(host: str, env: str) -> Path:
@@ -55,12 +59,20 @@ def fingerprint_probes(host: HostProfile, env: EnvProfile, with_engine: bool, gp
         probes["image"] = (f"docker image inspect {shlex.quote(env.image)} --format '{{{{.Id}}}}' 2>/dev/null "
                            f"|| podman image inspect {shlex.quote(env.image)} --format '{{{{.Id}}}}' 2>/dev/null; true")
         probes["disk"] = engine_checks.disk_probe(host.engine)
+        # the GPU hook on dockerd's PATH, nvidia-ctk, the CDI specs: installed or removed without a reboot or a
+        # dockerd restart, they change the GPU-access answer (the specs by name, size and time, not read whole)
+        probes["toolkit"] = hc.PROBES["toolkit"]
+        probes["cdi"] = (f'for d in ${{DEVENV_CDI_SPEC_DIRS:-{engine_checks.CDI_DIRS}}}; do '
+                         'ls -lLa --time-style=+%s "$d" 2>/dev/null; done; true')
     else:
         probes["python"] = f"command -v {shlex.quote(host.python)}; ls -lL --time-style=+%s $(command -v " \
                            f"{shlex.quote(host.python)}) 2>/dev/null; true"
         probes["disk"] = hc.home_disk_probe()
     if gpus_seen:
         probes["gpu_use"] = gpu_use.probe()
+        probes["mig"] = hc.gpu_probes()["mig"]           # MIG mode changes with a GPU reset, not a reboot
+        probes["health"] = health_checks.health_probe()  # judged afresh: a GPU falls sick without a reboot
+        probes["xid"] = health_checks.XID_PROBE
     return probes
 
 
@@ -86,9 +98,22 @@ def _host_key(conn: Connection, host: HostProfile) -> str | None:
     return f"{key.get_name()} {key.get_base64()}"
 
 
-def _facts(out: dict[str, hc.BatchOutput]) -> dict[str, str]:
-    """The fingerprint: every probe's answer but the ones judged afresh (disk space, GPU use)."""
-    return {name: o.stdout for name, o in sorted(out.items()) if name not in ("disk", "gpu_use")}
+_JUDGED = ("disk", "gpu_use", "health", "xid")   # asked with the fingerprint, judged afresh, not compared
+
+
+def _forwarding(conn: Connection) -> tuple[bool | None, str]:
+    """sshd's answer to a forwarding channel (no shell); None where there is no SSH (this machine)."""
+    probe = getattr(conn, "probe_forwarding", None)
+    if probe is None:
+        return None, "this machine (no SSH tunnel needed)"
+    answer: tuple[bool | None, str] = probe()
+    return answer
+
+
+def _facts(out: dict[str, hc.BatchOutput], probes: dict[str, str] | None = None) -> dict[str, str]:
+    """The fingerprint: every probe's answer (of those in probes, when given) but the ones judged afresh."""
+    return {name: o.stdout for name, o in sorted(out.items())
+            if name not in _JUDGED and (probes is None or name in probes)}
 
 
 def _clean(report: CheckReport) -> bool:
@@ -133,11 +158,15 @@ def cached_preflight(conn: Connection, host: HostProfile, env: EnvProfile, allow
         log.info("%s: the host's facts are those of the last clean check: its answers stand", host.name)
         return report
     log.info("%s: no clean check with these facts: the full check", host.name)
+    # the facts as they are BEFORE the check: a change during or after it then differs next time (asked after
+    # the check, a change in between was kept as checked). With the GPU probes: which of them count is known
+    # only from the report
+    before = _ask(conn, fingerprint_probes(host, env, with_engine, True))
     report = full_check()
     if _clean(report):
         gpus_seen = any(c.id.startswith("gpu.") and c.id.endswith(".use") for c in report.checks)
-        out = _ask(conn, fingerprint_probes(host, env, with_engine, gpus_seen))
-        _save(host.name, env.name, {"key": key, "gpus_seen": gpus_seen, "facts": _facts(out),
+        facts = _facts(before, fingerprint_probes(host, env, with_engine, gpus_seen))
+        _save(host.name, env.name, {"key": key, "gpus_seen": gpus_seen, "facts": facts,
                                     "report": report.to_dict()})
     else:
         forget(host.name, env.name)
@@ -163,9 +192,16 @@ def _reuse(conn: Connection, host: HostProfile, env: EnvProfile, allow_busy: boo
         return None  # corrupt or of another format: the full check
     if any(c.status == FAIL for c in checks):
         return None  # never kept so: not trusted
-    out = _ask(conn, fingerprint_probes(host, env, with_engine, gpus_seen))
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        forwarding = pool.submit(_forwarding, conn)   # no shell: one channel, beside the batch
+        out = _ask(conn, fingerprint_probes(host, env, with_engine, gpus_seen))
+        allowed, detail = forwarding.result()
     if _facts(out) != facts:
         return None
+    fresh_forwarding = hc.judge_forwarding(allowed, detail)
+    if fresh_forwarding.status != next((c.status for c in checks if c.id == fresh_forwarding.id),
+                                       fresh_forwarding.status):
+        return None   # sshd's config changed (it is read anew by each login): judged in full
     disk = out["disk"]
     disk_dir, _, df_line = disk.stdout.partition("\n")
     previous = next((c for c in checks if c.id == "disk"), None)
@@ -174,6 +210,10 @@ def _reuse(conn: Connection, host: HostProfile, env: EnvProfile, allow_busy: boo
                            disk_dir,
                            image_present, env.image_size_gb)]
     if gpus_seen:
+        health = health_checks.judge_health(out["health"].stdout, out["health"].exit_code, out["xid"].stdout)
+        was = {c.id: c.status for c in checks}
+        if any(was.get(c.id) != c.status for c in health):
+            return None   # a GPU's health moved (an Xid, ECC errors, a lost GPU): the full check judges it
         fresh += gpu_use.judge_gpu_use(out["gpu_use"].stdout, env.gpus, allow_busy=allow_busy, host=host.name,
                                        t=time.time())
     previous_disk = previous.status if previous else PASS

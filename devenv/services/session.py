@@ -72,8 +72,8 @@ class EnvSession:
         self._backend: EnvironmentBackend | None = None
         self._allow_busy = False          # the preflight of this `up`: busy GPUs allowed
         self._relay_ahead = False         # a tunnel follows `up` at once (prestart_tunnels)
-        # the preflight, started before `up` asked for it, with the env it checks
-        self._early_check: tuple[EnvProfile, Background[CheckReport]] | None = None
+        # the preflight, started before `up` asked for it, with the env and allow_busy it checks
+        self._early_check: tuple[EnvProfile, bool, Background[CheckReport]] | None = None
 
     # --- what the session resolves, each when first asked -------------------------------------------------
 
@@ -141,8 +141,8 @@ class EnvSession:
     def _preflight(self, env: EnvProfile) -> CheckReport:
         """The check `up` runs before it makes anything (the one started early, when it was)."""
         early, self._early_check = self._early_check, None
-        if early is not None and early[0] == env:
-            return early[1].result()
+        if early is not None and early[:2] == (env, self._allow_busy):
+            return early[2].result()
         return self._run_preflight(env, self.host, self._allow_busy)
 
     def _run_preflight(self, env: EnvProfile, host: HostProfile, allow_busy: bool) -> CheckReport:
@@ -159,7 +159,20 @@ class EnvSession:
         if not self.kind.early_preflight or envstate.load(self.profile.name, self.env.name).get("container"):
             return  # the backend says whether it pays (measured: the engine's, the login node's lookup)
         host, env, allow_busy = self.host, self.env, self._allow_busy
-        self._early_check = env, Background(lambda: self._run_preflight(env, host, allow_busy), "devenv-early-check")
+        self._early_check = env, allow_busy, Background(lambda: self._run_preflight(env, host, allow_busy),
+                                                        "devenv-early-check")
+
+    def check_ahead(self, allow_busy: bool = False) -> None:
+        """`up`'s early check (_start_check_early) started now, as the connection opens: it then overlaps what
+        the CLI asks before `up` (the push offer, the engine's connection) as well. up() keeps it when its env
+        and allow_busy are the ones checked; drop_check_ahead() when the host changed meanwhile (a push)."""
+        if self._early_check is None:
+            self._allow_busy = allow_busy
+            self._start_check_early()
+
+    def drop_check_ahead(self) -> None:
+        """Forget the early check (its answer may predate a change: an image pushed since); up() checks anew."""
+        self._early_check = None
 
     def up(self, options: UpOptions | None = None) -> UpResult:
         """Make or reattach the environment; its ssh entry is written when it runs its own sshd."""
@@ -185,7 +198,8 @@ class EnvSession:
             raise AutostopError(f"autostop is not available for {self.traits.environment} on {self.host.name} "
                                 "yet", "leave autostop out of the profiles, or pass --no-autostop (a scheduler's "
                                 "job still ends at its own time limit)")
-        self._start_check_early()
+        if self._early_check is None:
+            self._start_check_early()
         from devenv.env.spec import owner
         from devenv.services.environments.lock import up_lock
 

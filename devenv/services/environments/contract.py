@@ -505,6 +505,11 @@ class EnvironmentBackend(ABC):
         """The environment's image built on the host (no_images() where environments are no containers)."""
         raise no_images(self.host)
 
+    def has_image(self, ref: str) -> bool:
+        """Does the host's engine hold the image ref (name or id)? Asked through the backend's own channel to
+        the engine (no command on the host where it can); no_images() where environments are no containers."""
+        raise no_images(self.host, "look up")
+
     def prune_images(self, keep_tags: set[str], only_env: str | None, dry_run: bool,
                      step: Callable[[str], None]) -> ImagePrune:
         """Remove the images devenv built on the host that no container uses and no profile names (keep_tags);

@@ -3,7 +3,8 @@
 Two `up` of one environment at the same moment (two terminals, a script and a person) each saw "nothing
 there" and each made one: two Docker networks and a container left `created`, or two Slurm jobs. The lock is
 `flock` on a file under the host's ~/.devenv/locks, held by one command that stays open on the host for as
-long as `up` runs: the kernel drops the lock when that command ends, and it ends when `up` releases it, or when
+long as `up` runs: the kernel drops the lock when that command ends, and it ends when `up` releases it (in the
+background: the URL does not wait for the holder's end), or when
 `up`'s connection goes (a killed laptop: the command's next keep-alive write fails within seconds). A dead
 holder never blocks the next `up`.
 
@@ -16,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import re
+import threading
 from collections.abc import Callable, Iterator
 
 from devenv.errors import DevenvError
@@ -57,11 +59,25 @@ def up_lock(conn: Connection, owner: str, env_name: str, on_wait: Callable[[str]
     finally:
         close = getattr(lines, "close", None)
         if close is not None:
-            try:
-                close()     # ends the holder on the host: the lock goes with it
-            except Exception as e:  # a lost connection took the holder (and the lock) already;
-                # what ended `up` (that lost connection, say) is the error to show, not this one
-                log.debug("closing the up lock's holder on %s: %r", conn.name, e)
+            release(close, conn.name)
+
+
+def release(close: Callable[[], object], host: str) -> threading.Thread:
+    """End the holder on the host (the lock goes with it) without making `up` wait: over SSH that is one more
+    command on the host (a login shell that kills the holder: 0.1-1.5 s, by the host's load), which used to
+    stand between Jupyter answering and the URL. A thread that is not a daemon: a command that ends right after
+    `up` (--detach, --json, an error) still ends the holder before it exits."""
+
+    def run() -> None:
+        try:
+            close()
+        except Exception as e:  # a lost connection took the holder (and the lock) already;
+            # what ended `up` (that lost connection, say) is the error to show, not this one
+            log.debug("closing the up lock's holder on %s: %r", host, e)
+
+    thread = threading.Thread(target=run, name="devenv-up-lock-release")
+    thread.start()
+    return thread
 
 
 def _span(seconds: int) -> str:

@@ -131,6 +131,9 @@ class Provisioner(FlowBackend):
     def close(self) -> None:
         self.runtime.close()
 
+    def has_image(self, ref: str) -> bool:
+        return self.runtime.image(ref) is not None
+
     # --- up's steps (environments/flow.py decides) ---------------------------------------------------------
 
     def look(self, env: EnvProfile, key: EnvKey | None, options: UpOptions) -> Existing | None:
