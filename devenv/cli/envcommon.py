@@ -3,7 +3,8 @@ the presentation of access and tunnels. The work itself is the session's (servic
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 from types import FrameType
 from typing import Any, NoReturn, TypeVar
 
@@ -56,6 +57,17 @@ def print_access(session: EnvSession, env: EnvProfile, status: EnvStatus, token:
                f"(keeps the workspace; --purge deletes it)")
     if not host.local and detach:
         click.echo(f"  Running detached: no tunnels held; `devenv tunnel {host.name} PORT` forwards a port.")
+
+
+@contextlib.contextmanager
+def tunnel_shown() -> Iterator[None]:
+    """From the moment the URL is printed, Ctrl-C, SIGTERM or SIGHUP close the tunnel and end with 0, as hold()
+    does once it holds it: also when the signal comes before hold() took over (a `kill` right after the URL, while
+    the tunnel's loop is still being set up), which used to end the command as an interrupted `up` (130/143)."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        click.echo("Tunnels closed.", err=True)
 
 
 def hold(tunnel: Tunnel, host_name: str, reopen: Callable[[list[Any]], Tunnel],

@@ -13,7 +13,7 @@ from devenv.cli import main
 from devenv.cli.background import background_options, new_record
 from devenv.cli.background import start as start_background
 from devenv.cli.common import accept_new_host_option, env_option
-from devenv.cli.envcommon import hold
+from devenv.cli.envcommon import hold, tunnel_shown
 from devenv.cli.ports import require_free
 from devenv.errors import DevenvError
 from devenv.services.background_tunnels import TunnelRecord, tunnel_id
@@ -58,13 +58,14 @@ def jupyter_cmd(host: str, env: str | None, accept_new_host: bool, local_port: i
         else:
             click.echo(url)
 
-    show(url, access.port)
-    if open_browser:
-        webbrowser.open(url)
-    if tunnel is not None:
-        record = new_record(held_as, host, access.status.env, "jupyter", tunnel.forwards, url) if held_as else None
-        reopen = reopen_jupyter(session, url, show, record)
-        hold(tunnel, host, reopen, session.jupyter_moved, record)
+    with tunnel_shown():
+        show(url, access.port)
+        if open_browser:
+            webbrowser.open(url)
+        if tunnel is not None:
+            record = new_record(held_as, host, access.status.env, "jupyter", tunnel.forwards, url) if held_as else None
+            reopen = reopen_jupyter(session, url, show, record)
+            hold(tunnel, host, reopen, session.jupyter_moved, record)
 
 
 def reopen_jupyter(session: EnvSession, url: str, show: Callable[[str, int], None] | None = None,

@@ -8,7 +8,7 @@ import click
 
 from devenv.cli import main
 from devenv.cli.common import accept_new_host_option, env_option, gpus_option
-from devenv.cli.envcommon import build_input_options, hold, print_access
+from devenv.cli.envcommon import build_input_options, hold, print_access, tunnel_shown
 from devenv.cli.params import Seconds
 from devenv.cli.progress import ProgressPrinter
 from devenv.cli.render import emit_json
@@ -140,23 +140,25 @@ def up(host: str, env: str | None, accept_new_host: bool, detach: bool, assume_y
             click.echo(f"  {note}")
         return
     url, tunnel = session.open_jupyter(access)
-    print_access(session, env_profile, result.status, result.token, detach=False, jupyter_url=url)
-    ports = devcontainer_up.open_forwards(session, result, dc) if dc is not None else None
-    try:
-        if tunnel is not None:
-            from devenv.cli.jupyter_cmd import reopen_jupyter
+    ports = None
+    with tunnel_shown():
+        try:
+            print_access(session, env_profile, result.status, result.token, detach=False, jupyter_url=url)
+            ports = devcontainer_up.open_forwards(session, result, dc) if dc is not None else None
+            if tunnel is not None:
+                from devenv.cli.jupyter_cmd import reopen_jupyter
 
-            reopen = reopen_jupyter(session, url)
-            if ports is not None:   # forwardPorts held beside Jupyter: a dropped link reopens them all
-                from devenv.services.held_tunnel import Together, reopen_together
+                reopen = reopen_jupyter(session, url)
+                if ports is not None:   # forwardPorts held beside Jupyter: a dropped link reopens them all
+                    from devenv.services.held_tunnel import Together, reopen_together
 
-                reopen = reopen_together([(len(tunnel.forwards), reopen),
-                                          (len(ports.forwards), session.reopen_forwards)])
-                tunnel, ports = Together([tunnel, ports]), None
-            hold(tunnel, host, reopen, session.jupyter_moved)
-    finally:
-        if ports is not None:
-            ports.close()
+                    reopen = reopen_together([(len(tunnel.forwards), reopen),
+                                              (len(ports.forwards), session.reopen_forwards)])
+                    tunnel, ports = Together([tunnel, ports]), None
+                hold(tunnel, host, reopen, session.jupyter_moved)
+        finally:
+            if ports is not None:
+                ports.close()
 
 
 def choose_in_group(group: str, env: str | None, gpus: str | None, accept_new_host: bool,
