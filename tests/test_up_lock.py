@@ -149,8 +149,8 @@ def test_up_goes_on_while_the_holder_is_ended():
 
 
 def test_a_command_that_ends_after_up_still_ends_the_holder(home):
-    """The release runs on a thread that is not a daemon: a process that exits right after `up` (--detach)
-    ends the holder on its way out, so the next `up` does not wait for it."""
+    """A process that exits right after `up` (--detach) ends the holder on its way out (the release is waited
+    for at exit, bounded), so the next `up` does not wait for it."""
     script = ("from devenv.remote.local import LocalConnection\n"
               "from devenv.services.environments.lock import up_lock\n"
               "with up_lock(LocalConnection('here'), 't', 'env', print):\n"

@@ -14,10 +14,12 @@ The second `up` waits for the first and then finds the environment made: it reat
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import logging
 import re
 import threading
+import time
 from collections.abc import Callable, Iterator
 
 from devenv.errors import DevenvError
@@ -62,11 +64,17 @@ def up_lock(conn: Connection, owner: str, env_name: str, on_wait: Callable[[str]
             release(close, conn.name)
 
 
+RELEASE_AT_EXIT_S = 10.0   # how long a process that exits waits for a release still under way
+_releases: list[threading.Thread] = []
+
+
 def release(close: Callable[[], object], host: str) -> threading.Thread:
     """End the holder on the host (the lock goes with it) without making `up` wait: over SSH that is one more
     command on the host (a login shell that kills the holder: 0.1-1.5 s, by the host's load), which used to
-    stand between Jupyter answering and the URL. A thread that is not a daemon: a command that ends right after
-    `up` (--detach, --json, an error) still ends the holder before it exits."""
+    stand between Jupyter answering and the URL. A command that ends right after `up` (--detach, --json, an
+    error, a Ctrl-C) still ends the holder on its way out (_finish_releases), but waits for it at most
+    RELEASE_AT_EXIT_S: a thread that is not a daemon was waited for without a bound, and a release stuck on a
+    connection the exit would have closed kept the process from ending (an `up` ended by Ctrl-C did not exit)."""
 
     def run() -> None:
         try:
@@ -75,9 +83,19 @@ def release(close: Callable[[], object], host: str) -> threading.Thread:
             # what ended `up` (that lost connection, say) is the error to show, not this one
             log.debug("closing the up lock's holder on %s: %r", host, e)
 
-    thread = threading.Thread(target=run, name="devenv-up-lock-release")
+    thread = threading.Thread(target=run, name="devenv-up-lock-release", daemon=True)
     thread.start()
+    _releases[:] = [t for t in _releases if t.is_alive()] + [thread]
     return thread
+
+
+@atexit.register
+def _finish_releases() -> None:
+    """Before the process ends (atexit runs this before the connections it registered earlier are closed), the
+    releases under way finish, within RELEASE_AT_EXIT_S in all."""
+    deadline = time.monotonic() + RELEASE_AT_EXIT_S
+    for thread in list(_releases):
+        thread.join(max(0.0, deadline - time.monotonic()))
 
 
 def _span(seconds: int) -> str:
