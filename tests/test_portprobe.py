@@ -161,7 +161,7 @@ def test_an_sshd_without_forwarding_cannot_probe_and_says_so(tmp_path, key, http
 
 def test_the_sshd_probe_says_who_it_is_so_sshd_logs_no_error(tmp_path, key, monkeypatch):
     """A bare banner read makes sshd log an error per probe (kex_exchange_identification: ...); the probe sends
-    its own identification line first, and sshd notes one closed pre-auth connection."""
+    its own identification line first, and sshd ends the pre-auth connection without an error."""
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     with SSHD(tmp_path / "sshd", authorized_keys=[key.public]) as server:
         deadline = time.monotonic() + 10  # the fixture's own start-up check connected bare: past its lines
@@ -170,14 +170,16 @@ def test_the_sshd_probe_says_who_it_is_so_sshd_logs_no_error(tmp_path, key, monk
         before = len(server.log_text())
         said = readiness.ask(LocalConnection(), {"ssh": server.port}, ["sshd"])
         assert said["sshd"].startswith("ok: SSH-2.0-OpenSSH")
-        # until sshd has written the line (bounded, no timing assert); not the first "[preauth]": sshd logs its
-        # privilege drop with that tag before the close (a loaded machine read the log in between)
+        # until sshd has ended the probe's connection (bounded, no timing assert): its pre-auth child's "Connection
+        # closed by" line, or the monitor's own end of it ("do_cleanup"), which is all a loaded machine may show:
+        # the child's last lines come through a log pipe the monitor can close first (seen in a full run)
         deadline = time.monotonic() + 10
-        while "Connection closed by" not in server.log_text()[before:] and time.monotonic() < deadline:
+        while not any(end in server.log_text()[before:] for end in ("Connection closed by", "do_cleanup")) \
+                and time.monotonic() < deadline:
             time.sleep(0.05)
         log = server.log_text()[before:]
-    assert "Connection closed by 127.0.0.1" in log and "[preauth]" in log
-    assert "kex_exchange_identification" not in log
+    assert "Connection closed by 127.0.0.1" in log or "do_cleanup" in log, log
+    assert "kex_exchange_identification" not in log and "banner exchange" not in log, log
 
 
 @pytest.mark.parametrize(("body", "version"), [
