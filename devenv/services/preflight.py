@@ -137,6 +137,7 @@ def _learn_docker_socket(host: HostProfile, engine: str | None, endpoint: hc.Out
 
 
 def _forwarding(conn: Connection) -> tuple[bool | None, str]:
+    """sshd's answer to a forwarding channel (no shell); None where there is no SSH (this machine)."""
     probe = getattr(conn, "probe_forwarding", None)
     if probe is None:
         return None, "this machine (no SSH tunnel needed)"

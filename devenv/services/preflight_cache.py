@@ -33,6 +33,7 @@ from devenv.checks.report import FAIL, INFO, PASS, CheckReport, CheckResult
 from devenv.config import paths
 from devenv.config.profiles import EnvProfile, HostProfile
 from devenv.remote.base import Connection
+from devenv.services.preflight import _forwarding
 
 log = logging.getLogger(__name__)
 
@@ -99,15 +100,6 @@ def _host_key(conn: Connection, host: HostProfile) -> str | None:
 
 
 _JUDGED = ("disk", "gpu_use", "health", "xid")   # asked with the fingerprint, judged afresh, not compared
-
-
-def _forwarding(conn: Connection) -> tuple[bool | None, str]:
-    """sshd's answer to a forwarding channel (no shell); None where there is no SSH (this machine)."""
-    probe = getattr(conn, "probe_forwarding", None)
-    if probe is None:
-        return None, "this machine (no SSH tunnel needed)"
-    answer: tuple[bool | None, str] = probe()
-    return answer
 
 
 def _facts(out: dict[str, hc.BatchOutput], probes: dict[str, str] | None = None) -> dict[str, str]:
