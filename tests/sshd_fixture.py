@@ -178,25 +178,25 @@ Subsystem sftp {SFTP_SERVER}
                 todo.append(child)
         return found
 
+    def signal_sessions(self, sig: int) -> list[int]:
+        """Send sig to every process under the listener; those that ended between the listing and the signal
+        (a session's short command, done) are left out of the answer."""
+        signalled = []
+        for pid in self.session_pids():
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                continue
+            signalled.append(pid)
+        return signalled
+
     def kill_sessions(self) -> int:
         """SIGKILL every connection's sshd processes (as if the host dropped us); the listener stays up."""
-        pids = self.session_pids()
-        for pid in pids:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        return len(pids)
+        return len(self.signal_sessions(signal.SIGKILL))
 
     def pause_sessions(self) -> int:
         """SIGSTOP every session (a host that hangs or a network that silently drops); stop() cleans up."""
-        pids = self.session_pids()
-        for pid in pids:
-            try:
-                os.kill(pid, signal.SIGSTOP)
-            except ProcessLookupError:
-                pass
-        return len(pids)
+        return len(self.signal_sessions(signal.SIGSTOP))
 
     def log_text(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
