@@ -344,13 +344,7 @@ class DockerRuntime:
 
     def put_files(self, container: str, files: list[tuple[str, bytes, int]]) -> None:
         """Write (absolute path, data, mode) into a container, owned by root; works before the first start."""
-        buf = io.BytesIO()
-        with tarfile.open(fileobj=buf, mode="w") as tar:
-            for path, data, mode in files:
-                info = tarfile.TarInfo(path.lstrip("/"))
-                info.size, info.mode, info.mtime = len(data), mode, int(time.time())
-                tar.addfile(info, io.BytesIO(data))
-        self._call(self.api.put_archive, container, "/", buf.getvalue())
+        self._call(self.api.put_archive, container, "/", archive_of(files, int(time.time())))
 
     def read_file(self, container: str, path: str) -> bytes | None:
         try:
@@ -541,6 +535,20 @@ class DockerRuntime:
         return ConnectError(f"lost the Docker connection to {self.host} while {what}: {why}",
                             "the SSH connection or the daemon went away; run the command again "
                             "(devenv up finishes a half-made environment)")
+
+
+def archive_of(files: list[tuple[str, bytes, int]], mtime: int) -> bytes:
+    """A tar of (absolute path, data, mode), ending right after its two end-of-archive blocks. tarfile pads the
+    archive to 10 KiB records; podman's archive endpoint closes its pipe after the end blocks, and writing the
+    padding then fails now and then with "passing bulk input to subprocess: write |1: broken pipe" (buildah
+    #6573), which failed an `up` in a full run."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for path, data, mode in files:
+            info = tarfile.TarInfo(path.lstrip("/"))
+            info.size, info.mode, info.mtime = len(data), mode, mtime
+            tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()[:tar.offset]   # offset: past the end blocks, before the record's padding
 
 
 def podman_create_spec(req: envspec.ContainerRequest) -> Json:
