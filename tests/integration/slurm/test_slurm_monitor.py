@@ -30,6 +30,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
 def sbatch(name: str, nodes: int) -> str:
     out = subprocess.run(["sbatch", "--parsable", f"--job-name={name}", f"--nodes={nodes}", "--time=5",
+                          "--chdir=/tmp", "--output=/dev/null",   # not a slurm-N.out in the repo per run
                           "--wrap", "sleep 280"], capture_output=True, text=True, timeout=60, check=True)
     job = out.stdout.strip().split(";")[0]
     wait_for(lambda: any(j[0] == job and j[2] == "RUNNING" for j in live_jobs(name)), 60, f"job {job} to run")
