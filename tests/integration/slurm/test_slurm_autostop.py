@@ -1,8 +1,8 @@
 """Autostop on the test cluster, with a window of a few seconds: the watcher runs in the environment's job (the
 job's launcher starts it on the node beside Jupyter, `up --autostop` arms it through the shared file system),
-holds while a detached run runs or a kernel runs a cell, and once idle ends the job itself (COMPLETED); the
-workspace stays and `up` submits a new job. Every wait is on an event (the watcher's state file, the job's state),
-bounded; nothing asserts a time (tests/autostop_testing.py)."""
+holds while a `devenv exec` session is open, a detached run runs or a kernel runs a cell, and once idle ends the
+job itself (COMPLETED); the workspace stays and `up` submits a new job. Every wait is on an event (the watcher's
+state file, the job's state, a line), bounded; nothing asserts a time (tests/autostop_testing.py)."""
 
 from __future__ import annotations
 
@@ -69,6 +69,11 @@ def end_session(proc: subprocess.Popen) -> str:
             proc.kill()
             proc.wait(30)
     return ""
+
+
+def read_back(file) -> str:
+    file.seek(0)
+    return file.read()
 
 
 def watcher_log(cluster, job_id: str) -> str:
@@ -169,7 +174,7 @@ def test_slurm_env_holds_while_an_exec_session_is_open_then_ends_its_own_job(clu
             wait_for(f"run {run_id} running", lambda: any(
                 r["id"] == run_id and r["state"] == "running" for r in
                 json.loads(ok(cluster.run("runs", cluster.host, "--json")).stdout)["hosts"][cluster.host]["runs"]))
-            assert end_session(session) == "bye\n" and session.returncode == 0, errors.seek(0) or errors.read()
+            assert end_session(session) == "bye\n" and session.returncode == 0, read_back(errors)
             held = held_through_windows(key, "runs")
             assert held["held_by"] == ["runs"] and held["signals"]["sessions"]["said"] == "none", held
 
