@@ -352,6 +352,26 @@ def test_in_a_slurm_job_the_watcher_waits_to_be_armed_for_its_job_then_ends_the_
                 p.wait()
 
 
+def test_in_a_slurm_job_the_watcher_logs_what_holds_the_job_each_time_that_changes(tmp_path, capsys):
+    """The job's autostop log (the watcher's stdout in a job) gets one line when what holds the clock changes,
+    not one per sample: held by the GPU for three samples, then idle until it acts."""
+    import os
+
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text(f'#!/bin/sh\nn=$(cat {tmp_path}/n 2>/dev/null || echo 0); echo $((n + 1)) > {tmp_path}/n\n'
+                   'if [ "$n" -lt 3 ]; then echo "0, 90"; else echo "0, 1"; fi\n')
+    smi.chmod(0o755)
+    config = {"env": "e", "idle_s": 30, "interval_s": 10, "gpus": "0", "gpu_threshold": 5, "job_id": "4242",
+              "sessions": {"kind": "job"}, "runs_dir": None, "jupyter": None, "alive_pid": os.getpid(),
+              "state_file": str(tmp_path / "state.json"), "nvidia_smi": str(smi), "action": "stop",
+              "action_steps": [{"argv": ["touch", str(tmp_path / "stopped")]}]}
+    clock, sleep, armed = _clock_and_sleep([float(t) for t in range(0, 200, 10)])
+    assert w.watch(config, armed, clock, sleep) == "acted"
+    lines = [line.split(" ", 1)[1] for line in capsys.readouterr().out.splitlines()]
+    assert lines == ["autostop: held by gpu (GPU 0 90%)", "autostop: idle, stops after 30 s idle"]
+    assert (tmp_path / "stopped").exists()
+
+
 def _busy_gpu_config(tmp_path, smi_script: str) -> dict:
     smi = tmp_path / "nvidia-smi"
     smi.write_text("#!/bin/sh\n" + smi_script)
@@ -463,3 +483,74 @@ def test_sessions_of_openssh_9_8_and_later_count_too():
            proc(101, 100, "/usr/sbin/sshd -D", inside, 5), proc(102, 101, "sshd-session: dev [priv]", inside, 6),
            proc(103, 102, "sshd-session: dev@pts/0", inside, 7), proc(104, 103, "-bash", inside, 8)]
     assert [p.pid for p in w.sessions_in_container(box, CID)] == [103]
+
+
+# /proc/PID/cmdline of slurmstepd as read on the test host (Slurm 22.05.8, exec'd as /usr/sbin/slurmstepd: its
+# retitle is cut to the 21 bytes of that argv, the rest of the old path after the NUL), and the SLURM_* part of
+# its tasks' /proc/PID/environ (the batch step's task has no SLURM_STEP_ID)
+def stepd(pid: int, raw: bytes, cgroup: str = "") -> w.Proc:
+    return proc(pid, 1, w.cmdline_text(raw), cgroup)
+
+
+def test_a_truncated_slurmstepd_title_still_finds_the_jobs_steps_and_their_sessions():
+    """Slurm 22.05.8 cuts slurmstepd's title to the space of its argv: "slurmstepd: [368.0" (the closing "]"
+    lost) for a 3-digit job. Before, the watcher wanted "[JOB.DIGITS]", found no step, said "sessions: none"
+    and ended the job while an exec session was open."""
+    procs = [stepd(10, b"slurmstepd: [368.b\0d\0"), proc(11, 10, "/bin/sh /spool/job00368/slurm_script"),
+             stepd(20, b"slurmstepd: [368.0\0d\0"), proc(21, 20, "/usr/bin/sh -c echo ready; read line"),
+             stepd(30, b"slurmstepd: [36.1]\0"), proc(31, 30, "bash")]       # job 36, its title whole
+    none: dict[int, dict[str, str]] = {}
+    assert [p.pid for p in w.sessions_in_job(procs, "368", none.__getitem__)] == [21]
+    assert [p.pid for p in w.sessions_in_job(procs, "36", none.__getitem__)] == [31]
+    assert w.sessions_in_job(procs, "3680", none.__getitem__) == []
+
+
+def test_when_the_cut_title_cannot_tell_the_job_or_step_the_tasks_environment_does():
+    """A 4-digit job loses the step ("[3360."), a 6-digit one (the second test cluster's 200443) even the "."
+    ("[20044"), which is a prefix of job 20044's title as well as of 200443's and 200441's: then the step's
+    tasks' SLURM_JOB_ID / SLURM_STEP_ID say whose step it is; a task whose environment cannot be read is no
+    session of a job it cannot be shown to belong to."""
+    procs = [stepd(10, b"slurmstepd: [3360.\0d\0"), proc(11, 10, "/bin/sh slurm_script"),
+             stepd(20, b"slurmstepd: [3360.\0d\0"), proc(21, 20, "/usr/bin/sh -c read line"),
+             stepd(30, b"slurmstepd: [20044\0d\0"), proc(31, 30, "/bin/sh slurm_script"),
+             stepd(40, b"slurmstepd: [20044\0d\0"), proc(41, 40, "/usr/bin/sh -c read line"),
+             stepd(50, b"slurmstepd: [20044\0d\0"), proc(51, 50, "python train.py"),
+             stepd(60, b"slurmstepd: [20044\0d\0"), proc(61, 60, "bash")]
+    environ = {11: {"SLURM_JOB_ID": "3360"}, 21: {"SLURM_JOB_ID": "3360", "SLURM_STEP_ID": "0"},
+               31: {"SLURM_JOB_ID": "200443"}, 41: {"SLURM_JOB_ID": "200443", "SLURM_STEP_ID": "0"},
+               51: {"SLURM_JOB_ID": "200441", "SLURM_STEP_ID": "3"}, 61: {}}
+    assert [p.pid for p in w.sessions_in_job(procs, "3360", environ.__getitem__)] == [21]
+    assert [p.pid for p in w.sessions_in_job(procs, "200443", environ.__getitem__)] == [41]
+    assert [p.pid for p in w.sessions_in_job(procs, "200441", environ.__getitem__)] == [51]
+    assert w.sessions_in_job(procs, "20044", environ.__getitem__) == []
+    assert w.sessions_in_job(procs, "336", environ.__getitem__) == []
+
+
+def test_a_prefix_of_another_jobs_id_is_not_this_job():
+    """Job 33's steps are not job 336's, whether the title is whole, cut after the "." or cut inside the id."""
+    procs = [stepd(10, b"slurmstepd: [336.0]\0"), proc(11, 10, "a"),
+             stepd(20, b"slurmstepd: [336.0\0d\0"), proc(21, 20, "b"),
+             stepd(30, b"slurmstepd: [33\0"), proc(31, 30, "c"),
+             stepd(40, b"slurmstepd: [33.2]\0"), proc(41, 40, "d")]
+    environ = {11: {}, 21: {}, 31: {"SLURM_JOB_ID": "336", "SLURM_STEP_ID": "4"}, 41: {}}
+    assert [p.pid for p in w.sessions_in_job(procs, "33", environ.__getitem__)] == [41]
+    assert [p.pid for p in w.sessions_in_job(procs, "336", environ.__getitem__)] == [11, 21, 31]
+    assert w.sessions_in_job(procs, "3", environ.__getitem__) == []
+
+
+def test_a_slurm_cgroup_path_names_the_job_and_step_before_the_title_does():
+    """Where Slurm tracks steps by cgroup (v1: /slurm/uid_U/job_J/step_S/task_T; v2: a slurmstepd.scope's
+    job_J/step_S), the task's cgroup decides: no title or environment needed, none read."""
+    v1 = "4:memory:/slurm/uid_1000/job_{}/step_{}/task_0\n1:cpuset:/slurm/uid_1000/job_{}/step_{}\n"
+    v2 = "0::/system.slice/node1_slurmstepd.scope/job_{}/step_{}/user/task_0\n"
+    procs = [stepd(10, b"slurmstepd: [20044\0d\0"), proc(11, 10, "x", v1.format(200443, 0, 200443, 0)),
+             stepd(20, b"slurmstepd: [20044\0d\0"), proc(21, 20, "y", v2.format(200443, "batch")),
+             stepd(30, b"slurmstepd: [20044\0d\0"), proc(31, 30, "z", v2.format(200441, 2)),
+             stepd(40, b"slurmstepd: [20044\0d\0"), proc(41, 40, "sleep 100000000", v2.format(200443, "extern"))]
+
+    def unread(pid: int) -> dict[str, str]:
+        raise AssertionError(f"environ of {pid} read")
+
+    assert [p.pid for p in w.sessions_in_job(procs, "200443", unread)] == [11]
+    assert [p.pid for p in w.sessions_in_job(procs, "200441", unread)] == [31]
+    assert w.sessions_in_job(procs, "20044", unread) == []

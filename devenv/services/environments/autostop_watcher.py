@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -184,17 +185,69 @@ def sessions_on_host(procs: list[Proc], uid: int, exclude: set[int], workspace: 
 _NOT_SESSIONS = ("import json,os,socket,sys,select,time", "supervise.sh", "autostop_watcher")
 
 
-def sessions_in_job(procs: list[Proc], job_id: str) -> list[Proc]:
+def sessions_in_job(procs: list[Proc], job_id: str,
+                    environ: Callable[[int], dict[str, str]] | None = None) -> list[Proc]:
     """Sessions into a Slurm job on this node: the tasks of its numbered steps (`devenv exec` is an
-    `srun --overlap` step; slurmstepd's title is "slurmstepd: [JOB.STEP]"), except its relays to Jupyter (a
-    browser tab is no session, as a tunnel is not on the other backends), its detached runs (the runs signal
-    counts those) and the watcher; the batch and extern steps are the job itself."""
+    `srun --overlap` step), except its relays to Jupyter (a browser tab is no session, as a tunnel is not on the
+    other backends), its detached runs (the runs signal counts those) and the watcher; the batch, extern and
+    interactive steps are the job itself. Whose step a slurmstepd is: step_of (environ reads a task's SLURM_*
+    environment, only where the rest cannot tell)."""
     if not job_id:
         return []
-    steps = {p.pid for p in procs if p.cmd.startswith(f"slurmstepd: [{job_id}.")
-             and p.cmd[len(f"slurmstepd: [{job_id}."):].split("]")[0].isdigit()}
+    tasks: dict[int, list[Proc]] = {}
+    for p in procs:
+        if not p.cmd.startswith("slurmstepd"):
+            tasks.setdefault(p.ppid, []).append(p)
+    read = environ or slurm_environ
+    steps = {p.pid for p in procs if p.cmd.startswith(STEPD_TITLE)
+             and step_of(p, tasks.get(p.pid, []), job_id, read)[:1].isdigit()}
     return [p for p in procs if p.ppid in steps and not p.cmd.startswith("slurmstepd")
             and not any(marker in p.cmd for marker in _NOT_SESSIONS)]
+
+
+STEPD_TITLE = "slurmstepd: ["
+_CGROUP_STEP = re.compile(r"/job_(\d+)/step_([^/\s]+)")
+_SPECIAL_STEPS = 0xFFFFFFF0    # SLURM_STEP_ID at or above: batch, extern, interactive (slurm.h's ids)
+
+
+def step_of(stepd: Proc, tasks: list[Proc], job_id: str, environ: Callable[[int], dict[str, str]]) -> str:
+    """The name of the step slurmstepd `stepd` runs ("0", "batch", "extern", "interactive"; a prefix of it where
+    only that is known) if it is a step of job job_id, else "". The most reliable signal first:
+      1. a task's Slurm cgroup (proctrack/cgroup, v1 and v2: .../job_J/step_S/...), set by Slurm itself;
+      2. its title "slurmstepd: [J.S]" when whole, or cut where the id and the "." still show: Slurm 22.05 cuts
+         it to the space of the argv it was exec'd with ("slurmstepd: [368.0", "slurmstepd: [3360."), so that
+         a title cut inside the id ("[20044" of job 200443, or of 20044) or right after the "." is ambiguous;
+      3. then its tasks' SLURM_JOB_ID / SLURM_STEP_ID (a batch step's task has no SLURM_STEP_ID). A step none
+         of whose tasks' environment shows the job is not counted as the job's."""
+    for p in (*tasks, stepd):
+        found = _CGROUP_STEP.search(p.cgroup)
+        if found:
+            return found.group(2) if found.group(1) == job_id else ""
+    title = stepd.cmd[len(STEPD_TITLE):].split(" ")[0]      # what is left after the title's NUL: another word
+    job, dot, step = title.split("]")[0].partition(".")
+    if "]" in title or (dot and step):
+        return step if job == job_id else ""                 # whole, or cut inside the step: the id is whole
+    if dot and job != job_id or not job_id.startswith(job):
+        return ""                                            # another job's id, or cut inside another job's id
+    for task in tasks:                                       # ambiguous: the tasks' environment says
+        env = environ(task.pid)
+        if env.get("SLURM_JOB_ID"):
+            if env["SLURM_JOB_ID"] != job_id:
+                return ""
+            step_id = env.get("SLURM_STEP_ID", "")
+            return step_id if step_id.isdigit() and int(step_id) < _SPECIAL_STEPS else "batch"
+    return ""
+
+
+def slurm_environ(pid: int) -> dict[str, str]:
+    """The SLURM_* variables of a process's environment (as it was exec'd); {} where it cannot be read."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            raw = f.read()
+    except OSError:
+        return {}
+    pairs = (item.decode(errors="replace").partition("=") for item in raw.split(b"\0") if item.startswith(b"SLURM_"))
+    return {k: v for k, _, v in pairs}
 
 
 def _sshd_session(p: Proc) -> bool:
@@ -261,6 +314,13 @@ def describe(seconds: float) -> str:
     return f"{minutes} m" if minutes < 120 else f"{minutes // 60} h {minutes % 60} m"
 
 
+def held_line(judge: Judge, signals: dict[str, Signal]) -> str:
+    """One line of the watcher's log: what holds the clock now (what each holder saw), or that nothing does."""
+    if not judge.held_by:
+        return f"autostop: idle, stops after {describe(judge.idle_s)} idle"
+    return "autostop: held by " + ", ".join(f"{name} ({signals[name].said})" for name in judge.held_by)
+
+
 def state_record(config: dict[str, Any], judge: Judge, signals: dict[str, Signal], gpu_s: GpuSeconds,
                  state: str, reason: str = "") -> dict[str, Any]:
     """What the state file holds (status reads it): the watcher's state, the clock, each signal, GPU-seconds."""
@@ -276,6 +336,11 @@ def state_record(config: dict[str, Any], judge: Judge, signals: dict[str, Signal
 # --- reading the machine (main's part) -----------------------------------------------------------------------
 
 
+def cmdline_text(raw: bytes) -> str:
+    """/proc/PID/cmdline as one line: its NUL-separated words joined by spaces."""
+    return raw.replace(b"\0", b" ").decode(errors="replace").strip()
+
+
 def read_procs() -> list[Proc]:
     procs = []
     for entry in os.listdir("/proc"):
@@ -285,7 +350,7 @@ def read_procs() -> list[Proc]:
             with open(f"/proc/{entry}/status") as f:
                 fields = dict(line.split(":", 1) for line in f if ":" in line)
             with open(f"/proc/{entry}/cmdline", "rb") as fb:
-                cmd = fb.read().replace(b"\0", b" ").decode(errors="replace").strip()
+                cmd = cmdline_text(fb.read())
             with open(f"/proc/{entry}/cgroup") as f:
                 cgroup = f.read()
         except OSError:
@@ -567,6 +632,8 @@ def watch(config: dict[str, Any], armed: Callable[[], bool] = lambda: True,
     gpu_s, seen = GpuSeconds(), JupyterSeen()
     state_file = os.path.expanduser(config["state_file"])
     samples = 0
+    logs = config["sessions"]["kind"] == "job"      # its stdout is the job's autostop-JOB.log (slurm_job.LAUNCHER)
+    logged: list[str] | None = None
     while True:
         if not armed():
             return "disarmed"
@@ -580,7 +647,11 @@ def watch(config: dict[str, Any], armed: Callable[[], bool] = lambda: True,
             return "gone"
         samples += 1
         gpu_s.add(gap, list(utilization.values()) if utilization else None, float(config.get("gpu_threshold", 5)))
-        if judge.observe(now, signals):
+        idle = judge.observe(now, signals)
+        if logs and judge.held_by != logged:     # the job's output: what holds it, each time that changes
+            logged = list(judge.held_by)
+            print(f"{time.strftime('%H:%M:%S')} {held_line(judge, signals)}", flush=True)
+        if idle:
             reason = f"idle {describe(judge.idle_s)}"
             if config.get("ends_itself"):   # the action ends this watcher too (a Slurm job): said first
                 _write(state_file, state_record(config, judge, signals, gpu_s, "stopped", reason))
