@@ -119,12 +119,21 @@ class NeedsFinder:
 
 
 @functools.cache
+def _tests_module_names() -> frozenset[str]:
+    """Every name a module under tests/ can be imported by: a .py file's stem, a package's folder. A body uses
+    hundreds of other names (locals, attributes), and find_spec searched the whole sys.path for each of them."""
+    return frozenset(p.parent.name if p.name == "__init__.py" else p.stem for p in TESTS.rglob("*.py"))
+
+
+@functools.cache
 def _helper_module(name: str) -> types.ModuleType | None:
     """The module of tests/ a function imports by name inside its body (`from monitor_helpers import x`)."""
     if name.startswith(("test_", "conftest")):
         return None
     if name in sys.modules:
         return sys.modules[name]
+    if name not in _tests_module_names():  # no module of tests/ has that name: find_spec could not find one there
+        return None
     try:
         spec = importlib.util.find_spec(name)
     except (ImportError, ValueError):

@@ -108,6 +108,11 @@ def _substitute(text: str, canary: str) -> str:
 @FUZZ
 @given(call=invocations(), profile=fz_profile())
 @example(call=(["check", "\n"], {}), profile="ssh: {hostname: 127.0.0.1, port: 9}\n")  # found by the fuzzer once
+# found by the fuzzer in --quick: a host of an @group failing on a long --env value printed it whole (per_host)
+@example(call=(["check", "@fz", "--env", "-oProxyCommand=touch @CANARY@"], {}),
+         profile="groups:\n- fz\nssh:\n  hostname: 127.0.0.1\n  port: 9\n")
+# found by the fuzzer in --quick: a host name Python's IDNA codec refuses (an empty label) was an internal error
+@example(call=(["check", "0.."], {}), profile="ssh:\n  hostname: 127.0.0.1\n  port: 9\n")
 def test_fuzzed_command_lines_never_crash_or_run_anything(isolated_home, tmp_path_factory, call, profile):
     COUNT["cli"] += 1
     canary = str(tmp_path_factory.getbasetemp() / "cli-canary")

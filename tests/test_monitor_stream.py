@@ -119,8 +119,10 @@ def test_json_watch_writes_ndjson_from_the_replay(tmp_path):
     ok = [r for r in lines if r["state"] == "ok"]
     assert ok and all(r["host"] == "local" and r["schema_version"] == SCHEMA_VERSION for r in lines)
     assert len(ok[-1]["gpus"]) == 8 and ok[-1]["gpus"][0]["name"] == "NVIDIA H200"
-    times = [r["last_sample_time"] for r in ok]
-    assert times == sorted(set(times)), "each sample once, in order"
+    # a record per new GPU sample or new process sample (watch_records' key): under load a process sample can
+    # come between two GPU samples, a second record with the same last_sample_time but a new processes_time
+    times = [(r["last_sample_time"], r["processes_time"] or 0.0) for r in ok]
+    assert times == sorted(set(times)), "each (GPU sample, process sample) once, in order"
 
 
 def write_host(name: str, port: int, key) -> None:

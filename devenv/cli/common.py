@@ -130,11 +130,20 @@ def error_fields(err: DevenvError) -> dict[str, Any]:
 
 
 def per_host(names: list[str], work: Callable[[str], T]) -> list[tuple[str, T | None, DevenvError | None]]:
-    """work(name) for every host in parallel; a failing host gives its error, and never stops the others."""
+    """work(name) for every host in parallel; a failing host gives its error, and never stops the others. A host's
+    error is printed by finish_per_host, not at the CLI's edge: it gets the edge's redaction here (no long value
+    the user gave is repeated whole)."""
+    from devenv.cli import _ARGS, redact
+
+    ctx = click.get_current_context(silent=True)
+    given: list[str] = ctx.meta.get(_ARGS, []) if ctx is not None else []
+
     def one(name: str) -> tuple[str, T | None, DevenvError | None]:
         try:
             return name, work(name), None
         except DevenvError as e:
+            e.message = redact(e.message, given)
+            e.hint = redact(e.hint, given) if e.hint else e.hint
             return name, None, e
 
     with ThreadPoolExecutor(max_workers=min(8, len(names) or 1)) as pool:

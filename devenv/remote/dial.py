@@ -195,7 +195,7 @@ def _connect(hop: ResolvedTarget, via: paramiko.Transport | None,
     family = _ADDRESS_FAMILIES.get(str(hop.options.get("addressfamily") or "any").lower(), socket.AF_UNSPEC)
     try:
         return _tcp_connect_attempts(hop, family)
-    except socket.gaierror:
+    except (socket.gaierror, UnicodeError):  # UnicodeError: a name IDNA cannot encode (an empty or long label)
         only = {socket.AF_INET: " as IPv4 (AddressFamily inet)",
                 socket.AF_INET6: " as IPv6 (AddressFamily inet6)"}.get(family, "")
         from devenv.config.ssh_hosts import did_you_mean

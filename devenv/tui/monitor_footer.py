@@ -5,13 +5,18 @@ keep the order of the bindings (the app lists `?` and `q` first), each hint whol
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 from rich.cells import cell_len
 from textual import events
 from textual.app import ComposeResult
 from textual.containers import HorizontalGroup
+from textual.screen import Screen
 from textual.widgets import Footer
 from textual.widgets._footer import FooterKey
+
+# What a hint shows: its key, the key's display, description, action, whether enabled, tooltip.
+Hint = tuple[str, str, str, str, bool, str]
 
 
 def pack(widths: list[int], width: int) -> list[int]:
@@ -44,22 +49,32 @@ class WrappingFooter(Footer):
     def __init__(self) -> None:
         super().__init__(show_command_palette=True)
         self._packed_width = 0
+        self._shown: list[Hint] | None = None   # the hints the last compose laid out
 
-    def _keys(self) -> Iterator[FooterKey]:
-        """One FooterKey per shown binding (one per action), in the bindings' order; the palette's key last."""
+    def _hints(self) -> Iterator[Hint]:
+        """One hint per shown binding (one per action), in the bindings' order; the palette's key last."""
         seen: set[str] = set()
         palette = self.app.COMMAND_PALETTE_BINDING if self.app.ENABLE_COMMAND_PALETTE else None
         for key, (_, binding, enabled, tooltip) in self.screen.active_bindings.items():
             if not binding.show or binding.action in seen or key == palette:
                 continue
             seen.add(binding.action)
-            yield FooterKey(binding.key, self.app.get_key_display(binding), binding.description, binding.action,
-                            disabled=not enabled, tooltip=tooltip).data_bind(compact=Footer.compact)
+            yield (binding.key, self.app.get_key_display(binding), binding.description, binding.action, enabled,
+                   tooltip)
         if palette and palette in self.screen.active_bindings:
             _, binding, enabled, tooltip = self.screen.active_bindings[palette]
-            yield FooterKey(binding.key, self.app.get_key_display(binding), binding.description, binding.action,
-                            disabled=not enabled, tooltip=binding.tooltip or binding.description,
-                            ).data_bind(compact=Footer.compact)
+            yield (binding.key, self.app.get_key_display(binding), binding.description, binding.action, enabled,
+                   binding.tooltip or binding.description)
+
+    def bindings_changed(self, screen: Screen[Any]) -> None:
+        # Textual's Footer lays its hints out again (every FooterKey unmounted, made and styled anew) each time the
+        # screen publishes its bindings: every focus change and every screen pushed or popped, most of which change
+        # no hint (a Tab between host panels). That was a good part of the monitor's CPU on a key (and of the TUI
+        # tests'). Laid out again only when what the hints show changed; a new width does it in on_resize.
+        if (self._shown is not None and self.is_attached and screen is self.screen and screen.app.app_focus
+                and list(self._hints()) == self._shown):
+            return
+        super().bindings_changed(screen)
 
     @staticmethod
     def _width(key: FooterKey) -> int:
@@ -69,7 +84,9 @@ class WrappingFooter(Footer):
     def compose(self) -> ComposeResult:
         if not self._bindings_ready:
             return
-        keys = list(self._keys())
+        self._shown = hints = list(self._hints())
+        keys = [FooterKey(key, display, description, action, disabled=not enabled, tooltip=tooltip)
+                .data_bind(compact=Footer.compact) for key, display, description, action, enabled, tooltip in hints]
         self._packed_width = width = self.size.width or self.app.size.width
         at = 0
         for count in pack([self._width(k) for k in keys], width):

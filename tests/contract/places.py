@@ -41,19 +41,22 @@ class Wait:
     line: str              # a regular expression matched against `up`'s output lines
 
 
-_DEFAULT_SIGINT = ("import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
-                   "os.execv(sys.argv[1], sys.argv[1:])")
+_DEFAULT_SIGNALS = ("import os, signal, sys\n"
+                    "for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP): signal.signal(s, signal.SIG_DFL)\n"
+                    "os.execv(sys.argv[1], sys.argv[1:])")
 
 
 class Running:
     """A devenv process whose output lines (stdout and stderr) are read as they come, by a thread."""
 
     def __init__(self, argv: list[str], environ: dict[str, str], stdin_data: bytes | None = None):
-        # Ctrl-C reaches devenv as it reaches a command in a terminal: a shell without job control starts its
-        # background jobs with SIGINT ignored (scripts/test runs one part of the suite so), and an ignored signal
-        # stays ignored across exec, so the child sets it back to the default before it becomes devenv.
+        # Ctrl-C, SIGTERM and SIGHUP reach devenv as they reach a command in a terminal: a shell without job
+        # control starts its background jobs with SIGINT ignored (scripts/test runs one part of the suite so),
+        # nohup starts its command with SIGHUP ignored, and an ignored signal stays ignored across exec (devenv
+        # leaves an ignored one alone, as it should under nohup), so the child sets all three back to the default
+        # before it becomes devenv. Under `nohup scripts/test --quick` the SIGHUP cases waited out their 120 s.
         # The launcher imports only os, signal and sys: -S spares it site's work (~30 ms CPU) before devenv starts.
-        launch = [sys.executable, "-S", "-c", _DEFAULT_SIGINT, *argv]
+        launch = [sys.executable, "-S", "-c", _DEFAULT_SIGNALS, *argv]
         self.proc = subprocess.Popen(launch, stdin=subprocess.PIPE if stdin_data is not None else subprocess.DEVNULL,
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=environ, cwd=REPO)
         if stdin_data is not None:
