@@ -6,9 +6,11 @@ each step's wall time. `--variant DIR` builds a second context whose bundled fil
 (e.g. a changed install-python.sh), in the same run, after the first: compare the two tables. `--run-commit`
 builds the same image a second way, without the venv's COPY between stages (see run_commit). Runs alternate
 their order; each build uses tags of this run only, removed at the end unless `--keep`. `--base IMAGE` builds on
-another base (e.g. a test host base made another way).
+another base (e.g. a test host base made another way). `--product-commit` builds it by the product's own run +
+commit path (see product_commit); `--reverse` starts with the other order, for pairs over several invocations.
 
     source .testhost/env && python3 benchmarks/image_build_steps.py [--env cpu] [--variant DIR] [--run-commit]
+        [--product-commit] [--reverse]
         [--runs N] [--base IMAGE] [--keep]
 """
 
@@ -134,6 +136,49 @@ def run_commit(tar: Path, args: dict[str, str], tag: str) -> list[tuple[str, flo
     return steps
 
 
+def product_commit(tar: Path, args: dict[str, str], tag: str, env_name: str) -> list[tuple[str, float]]:
+    """The product's run + commit path (devenv.services.environments.docker.images, BUILD_BY_COMMIT): the
+    Dockerfile's runtime stage built with `--no-cache --target runtime` (the layer cache off, as for the classic
+    build beside it), then DockerRuntime.build_by_commit with image_context.commit_build's files and command,
+    as `up` calls it (put_archive of the scripts, the wheelhouse and the build-args file; the output streamed;
+    the commit; the container removed)."""
+    import docker
+
+    from devenv.runtimes.docker_runtime import DockerRuntime
+
+    folder = tar.parent / "ctx"
+    with tarfile.open(tar) as t:
+        t.extractall(folder, filter="tar")
+    steps: list[tuple[str, float]] = []
+    start = time.monotonic()
+    stage = f"{tag}-runtime"
+    cmd = ["docker", "build", "--no-cache", "--target", "runtime", "-t", stage,
+           "-f", str(folder / "pytorch.Dockerfile")]
+    for k, v in args.items():
+        cmd += ["--build-arg", f"{k}={v}"]
+    proc = subprocess.run([*cmd, str(folder)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          env={**os.environ, "DOCKER_BUILDKIT": "0"})
+    if proc.returncode != 0:
+        print(proc.stdout[-3000:])
+        raise SystemExit(f"docker build --target runtime failed ({proc.returncode})")
+    steps.append(("build --target runtime (base + runtime stages)", time.monotonic() - start))
+    env = profiles.load_env(env_name)
+    made = image_context.commit_build(env, image_context.BuildInputs.from_options(None, None))
+    runtime = DockerRuntime(docker.from_env(timeout=None), "local")
+    t0 = time.monotonic()
+    try:
+        stage_id = runtime.image(stage).id  # type: ignore[union-attr]
+        runtime.build_by_commit(stage_id, made.archive, made.command, tag, {"org.devenv.env": env.name},
+                                lambda event: None, "the venv")
+    finally:
+        made.close()
+        runtime.close()
+    steps.append(("run + commit of the venv (put_archive, run, commit, container removed)", time.monotonic() - t0))
+    steps.append(("TOTAL", time.monotonic() - start))
+    subprocess.run(["docker", "rmi", stage], capture_output=True)  # untags it (the image is its child)
+    return steps
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--env", default="cpu")
@@ -143,19 +188,27 @@ def main() -> None:
     parser.add_argument("--base", help="BASE_IMAGE to build on instead of the profile's (e.g. a new test host base)")
     parser.add_argument("--run-commit", action="store_true",
                         help="also build the bundled context by docker run + commit (no COPY of the venv)")
+    parser.add_argument("--product-commit", action="store_true",
+                        help="also build it by the product's run + commit path (DockerRuntime.build_by_commit)")
+    parser.add_argument("--reverse", action="store_true", help="start with the other order (pairs over invocations)")
     opts = parser.parse_args()
     kinds = [("bundled", None)] + ([("variant", opts.variant)] if opts.variant else [])
     kinds += [("run-commit", None)] if opts.run_commit else []
+    kinds += [("product-commit", None)] if opts.product_commit else []
     # tags of this run only (several people may run this on one shared dockerd)
     tags = {label: f"devenv-bench/pytorch:{label}-{os.getpid()}" for label, _ in kinds}
     for run in range(opts.runs):
-        order = kinds if run % 2 == 0 else kinds[::-1]  # alternated, so a change in load hits both alike
+        # alternated, so a change in load hits both alike
+        order = kinds if (run + opts.reverse) % 2 == 0 else kinds[::-1]
         for label, variant in order:
             tar, args = context_tar(opts.env, variant)
             if opts.base:
                 args["BASE_IMAGE"] = opts.base
             load = os.getloadavg()[0]
-            steps = (run_commit if label == "run-commit" else build)(tar, args, tags[label])
+            if label == "product-commit":
+                steps = product_commit(tar, args, tags[label], opts.env)
+            else:
+                steps = (run_commit if label == "run-commit" else build)(tar, args, tags[label])
             size = subprocess.run(["docker", "image", "inspect", "-f", "{{.Size}}", tags[label]],
                                   capture_output=True, text=True).stdout.strip()
             print(f"## run {run + 1}, {label}: {steps[-1][1]:.1f} s, image {int(size) / 1e6:.0f} MB, "
