@@ -12,6 +12,7 @@ from __future__ import annotations
 import io
 import logging
 import re
+import secrets
 import shlex
 import tarfile
 import time
@@ -56,6 +57,8 @@ _BUILD_NOISE = re.compile(r"^\s*(\[\d+/\d+\] )?(---> |--> |COMMIT |Removing inte
                           r"Successfully built |Successfully tagged )")
 # Docker's classic builder says "Step 3/16 : RUN ...", podman's buildah "[2/3] STEP 3/16: RUN ...".
 _BUILD_STEP = re.compile(r"^(\[\d+/\d+\] )?(Step|STEP) \d+/\d+")
+# build_by_commit's containers: no environment's name starts so (theirs are devenv-OWNER-ENV-DIGEST)
+BUILD_CONTAINER = "devenv.build."
 _RLIM_INFINITY = 2**64 - 1  # podman's API wants the unsigned value where Docker takes -1
 CREATE_TIMEOUT = 900  # seconds for podman's create (see _create_podman)
 _RLIMIT_REFUSED = re.compile(r"error setting rlimit type (\d+)")
@@ -211,9 +214,10 @@ class DockerRuntime:
         tail: list[str] = []
         progress(ProgressEvent(step))
         try:
-            # no env, labels or user of its own: the committed image would inherit them
+            self._remove_left_builds()
+            # no env, labels or user of its own: the committed image would inherit them (a name is not committed)
             container = str(self._call(self.api.create_container, image_id, command=command[1:],
-                                       entrypoint=command[:1])["Id"])
+                                       entrypoint=command[:1], name=BUILD_CONTAINER + secrets.token_hex(6))["Id"])
             if not self._put_archive(container, "/tmp", files):
                 raise DevenvError(f"cannot put the build's files into a container on {self.host}",
                                   "run `devenv image build` again")
@@ -248,6 +252,15 @@ class DockerRuntime:
         if info is None:
             raise DevenvError(f"the build of {tag} ended without an image", "run `devenv image build` again")
         return info
+
+    def _remove_left_builds(self) -> None:
+        """Build containers a lost connection left (the finally below could not reach the engine), once they
+        have ended: one still running may be another build's."""
+        ended = self._call(self.api.containers, all=True,
+                           filters={"name": BUILD_CONTAINER, "status": ["created", "exited", "dead"]})
+        for item in ended or []:
+            if any(n.lstrip("/").startswith(BUILD_CONTAINER) for n in item.get("Names") or []):
+                self._remove_quietly(str(item["Id"]))
 
     def _remove_quietly(self, container: str) -> None:
         """Remove a build's container, running or not; a failure to (the connection lost) is logged, not raised

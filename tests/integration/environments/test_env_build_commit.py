@@ -87,9 +87,14 @@ def test_signal_while_the_venv_is_made_then_the_image_is_whole_clean_and_reused(
     assert "Traceback" not in output, output
     assert build_containers() - before == set(), "the build container outlived the signal"
 
+    # a build container a lost connection left behind (ended): the next build removes it
+    left = f"devenv.build.left-{env}"
+    docker("create", "--name", left, "--entrypoint", "/bin/true", "devenv-test/pytorch:slim")
+    assert docker("container", "inspect", left).returncode == 0
     first = test_env.run("image", "build", "testbox", "--env", env, "-q", timeout=900)
     assert "Step venv: install-python.sh" in first.stderr, first.stderr
     assert build_containers() - before == set()
+    assert docker("container", "inspect", left).returncode != 0, "the ended build container was left"
     config = json.loads(docker("image", "inspect", "-f", "{{json .Config}}", IMAGE).stdout)
     assert config["Entrypoint"] == ["/usr/local/bin/devenv-entrypoint"] and not config.get("Cmd"), config
     assert config["WorkingDir"] == "/workspace" and not config.get("User"), config
@@ -136,3 +141,6 @@ def test_signal_while_the_venv_is_made_then_the_image_is_whole_clean_and_reused(
 def _remove_the_images():
     yield
     docker("rmi", f"{IMAGE}-again", IMAGE)   # their env's name is this test's: no later build reuses them
+    left = docker("ps", "-aq", "--filter", "name=devenv.build.left-").stdout.split()   # made by the test only
+    if left:
+        docker("rm", "-f", *left)

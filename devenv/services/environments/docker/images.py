@@ -19,7 +19,7 @@ VENV_STEP = "Step venv"   # "Step ...": the build's steps are what `image build 
 
 
 # The default way on an engine that commits as Docker does (DEVENV_BUILD_VENV=commit|copy chooses).
-BUILD_BY_COMMIT = False
+BUILD_BY_COMMIT = True
 
 
 def builds_venv_by_commit(runtime: DockerRuntime, env: EnvProfile, inputs: BuildInputs) -> bool:
