@@ -3,13 +3,15 @@
 Builds images/pytorch.Dockerfile with the same context and build arguments `devenv up` sends (the env profile,
 $DEVENV_WHEELHOUSE, $DEVENV_BUILD_CA_BUNDLE), with `docker build --no-cache` on the local dockerd, and prints
 each step's wall time. `--variant DIR` builds a second context whose bundled files come from DIR instead
-(e.g. a changed install-python.sh), in the same run, after the first: compare the two tables. `--run-commit`
-builds the same image a second way, without the venv's COPY between stages (see run_commit). Runs alternate
-their order; each build uses tags of this run only, removed at the end unless `--keep`. `--base IMAGE` builds on
-another base (e.g. a test host base made another way).
+(e.g. a changed install-python.sh), in the same run, after the first: compare the two tables.
+`--product-commit` builds the same image a second way, by the product's run + commit path (see product_commit:
+no COPY of the venv between stages). Runs alternate their order; `--reverse` starts with the other order, for
+pairs over several invocations. Each build uses tags of this run only, removed at the end unless `--keep`.
+`--base IMAGE` builds on another base (e.g. a test host base made another way). (`--run-commit`, the prototype
+of session 5 measured in docs/benchmarks.md, built the Dockerfile as it was then: see the git history.)
 
-    source .testhost/env && python3 benchmarks/image_build_steps.py [--env cpu] [--variant DIR] [--run-commit]
-        [--runs N] [--base IMAGE] [--keep]
+    source .testhost/env && python3 benchmarks/image_build_steps.py [--env cpu] [--variant DIR]
+        [--product-commit] [--reverse] [--runs N] [--base IMAGE] [--keep]
 """
 
 from __future__ import annotations
@@ -77,60 +79,46 @@ def build(tar: Path, args: dict[str, str], tag: str) -> list[tuple[str, float]]:
     return steps
 
 
-def run_commit(tar: Path, args: dict[str, str], tag: str) -> list[tuple[str, float]]:
-    """The same image without the venv's COPY between stages: the final stage up to that COPY is built; a
-    container of it is created, the install scripts and the wheelhouse are put into it (`docker cp`, as the
-    Docker API's put_archive would over SSH), it runs install-python.sh (which removes them at its end, so they
-    are in no layer), it is committed, and the final stage's rest is built on the committed image. What a
-    build path over the Docker API could do; measured here, not the product's path."""
+def product_commit(tar: Path, args: dict[str, str], tag: str, env_name: str) -> list[tuple[str, float]]:
+    """The product's run + commit path (devenv.services.environments.docker.images, BUILD_BY_COMMIT): the
+    Dockerfile's runtime stage built with `--no-cache --target runtime` (the layer cache off, as for the classic
+    build beside it), then DockerRuntime.build_by_commit with image_context.commit_build's files and command,
+    as `up` calls it (put_archive of the scripts, the wheelhouse and the build-args file; the output streamed;
+    the commit; the container removed)."""
+    import docker
+
+    from devenv.runtimes.docker_runtime import DockerRuntime
+
     folder = tar.parent / "ctx"
     with tarfile.open(tar) as t:
         t.extractall(folder, filter="tar")
-    text = (folder / "pytorch.Dockerfile").read_text()
-    base_stage, rest = text.split("FROM base AS builder", 1)
-    final = rest.split("\nFROM base\n", 1)[1]
-    before_copy, after_copy = final.split("COPY --from=builder", 1)
-    after_copy = after_copy.split("\n", 1)[1]
-    (folder / "pre.Dockerfile").write_text(base_stage + before_copy)
     steps: list[tuple[str, float]] = []
     start = time.monotonic()
-
-    def timed(name: str, cmd: list[str]) -> None:
-        t0 = time.monotonic()
-        proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                              env={**os.environ, "DOCKER_BUILDKIT": "0"})
-        if proc.returncode != 0:
-            print(proc.stdout[-3000:])
-            raise SystemExit(f"{name} failed ({proc.returncode})")
-        steps.append((name, time.monotonic() - t0))
-
-    arg_opts = [opt for k, v in args.items() for opt in ("--build-arg", f"{k}={v}")]
-    pre, venv = f"{tag}-pre", f"{tag}-venv"
-    timed("build: base stage + the final stage before the venv",
-          ["docker", "build", "--no-cache", "-t", pre, "-f", str(folder / "pre.Dockerfile"), *arg_opts, str(folder)])
-    files = tar.parent / "devenv-build"
-    files.mkdir()
-    shutil.copy(folder / "install-python.sh", files)
-    for wheel in (folder / "wheels").glob("*") if (folder / "wheels").is_dir() else []:
-        os.link(wheel, files / wheel.name)
-    container = f"{tag.replace('/', '-').replace(':', '-')}-run"
-    envs = [opt for k, v in args.items() for opt in ("-e", f"{k}={v}")]
+    stage = f"{tag}-runtime"
+    cmd = ["docker", "build", "--no-cache", "--target", "runtime", "-t", stage,
+           "-f", str(folder / "pytorch.Dockerfile")]
+    for k, v in args.items():
+        cmd += ["--build-arg", f"{k}={v}"]
+    proc = subprocess.run([*cmd, str(folder)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          env={**os.environ, "DOCKER_BUILDKIT": "0"})
+    if proc.returncode != 0:
+        print(proc.stdout[-3000:])
+        raise SystemExit(f"docker build --target runtime failed ({proc.returncode})")
+    steps.append(("build --target runtime (base + runtime stages)", time.monotonic() - start))
+    env = profiles.load_env(env_name)
+    made = image_context.commit_build(env, image_context.BuildInputs.from_options(None, None))
+    runtime = DockerRuntime(docker.from_env(timeout=None), "local")
+    t0 = time.monotonic()
     try:
-        timed("docker create", ["docker", "create", "--name", container, *envs, "--entrypoint", "sh", pre,
-                                "/tmp/devenv-build/install-python.sh"])
-        timed("docker cp of the scripts and the wheelhouse into it", ["docker", "cp", str(files), f"{container}:/tmp/"])
-        timed("docker start: install-python.sh", ["docker", "start", "-a", container])
-        timed("docker commit", ["docker", "commit", container, venv])
-    finally:  # part of the cost: the container's ~1 GB layer is deleted (the classic builder's rm=True does the same)
-        t0 = time.monotonic()
-        subprocess.run(["docker", "rm", "-f", container], capture_output=True)
-        steps.append(("docker rm of that container", time.monotonic() - t0))
-    args_lines = "\n".join(line for line in before_copy.splitlines() if line.startswith("ARG "))
-    (folder / "post.Dockerfile").write_text(f"FROM {venv}\n{args_lines}\n{after_copy}")
-    timed("build: the final stage after the venv",
-          ["docker", "build", "--no-cache", "-t", tag, "-f", str(folder / "post.Dockerfile"), *arg_opts, str(folder)])
+        stage_id = runtime.image(stage).id  # type: ignore[union-attr]
+        runtime.build_by_commit(stage_id, made.archive, made.command, tag, {"org.devenv.env": env.name},
+                                lambda event: None, "the venv")
+    finally:
+        made.close()
+        runtime.close()
+    steps.append(("run + commit of the venv (put_archive, run, commit, container removed)", time.monotonic() - t0))
     steps.append(("TOTAL", time.monotonic() - start))
-    subprocess.run(["docker", "rmi", pre, venv], capture_output=True)  # untags them (the image is their child)
+    subprocess.run(["docker", "rmi", stage], capture_output=True)  # untags it (the image is its child)
     return steps
 
 
@@ -141,21 +129,26 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--keep", action="store_true", help="keep the images built (to try them), print their tags")
     parser.add_argument("--base", help="BASE_IMAGE to build on instead of the profile's (e.g. a new test host base)")
-    parser.add_argument("--run-commit", action="store_true",
-                        help="also build the bundled context by docker run + commit (no COPY of the venv)")
+    parser.add_argument("--product-commit", action="store_true",
+                        help="also build it by the product's run + commit path (DockerRuntime.build_by_commit)")
+    parser.add_argument("--reverse", action="store_true", help="start with the other order (pairs over invocations)")
     opts = parser.parse_args()
     kinds = [("bundled", None)] + ([("variant", opts.variant)] if opts.variant else [])
-    kinds += [("run-commit", None)] if opts.run_commit else []
+    kinds += [("product-commit", None)] if opts.product_commit else []
     # tags of this run only (several people may run this on one shared dockerd)
     tags = {label: f"devenv-bench/pytorch:{label}-{os.getpid()}" for label, _ in kinds}
     for run in range(opts.runs):
-        order = kinds if run % 2 == 0 else kinds[::-1]  # alternated, so a change in load hits both alike
+        # alternated, so a change in load hits both alike
+        order = kinds if (run + opts.reverse) % 2 == 0 else kinds[::-1]
         for label, variant in order:
             tar, args = context_tar(opts.env, variant)
             if opts.base:
                 args["BASE_IMAGE"] = opts.base
             load = os.getloadavg()[0]
-            steps = (run_commit if label == "run-commit" else build)(tar, args, tags[label])
+            if label == "product-commit":
+                steps = product_commit(tar, args, tags[label], opts.env)
+            else:
+                steps = build(tar, args, tags[label])
             size = subprocess.run(["docker", "image", "inspect", "-f", "{{.Size}}", tags[label]],
                                   capture_output=True, text=True).stdout.strip()
             print(f"## run {run + 1}, {label}: {steps[-1][1]:.1f} s, image {int(size) / 1e6:.0f} MB, "

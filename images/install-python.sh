@@ -39,4 +39,5 @@ if [ -n "${DEVENV_TORCH:-}" ]; then
     fi
     echo "devenv: torch $got"
 fi
-rm -rf "$here"
+# DEVENV_BUILD_KEEP=1: install-extra.sh runs next from the same folder (devenv's run + commit build removes it)
+[ "${DEVENV_BUILD_KEEP:-0}" = 1 ] || rm -rf "$here"

@@ -30,31 +30,18 @@ ENV LANG=C.UTF-8 \
 COPY install-os.sh extra-ca.cr[t] /tmp/devenv-build/
 RUN sh /tmp/devenv-build/install-os.sh && rm -rf /tmp/devenv-build
 
-# --- builder: the Python environment (the wheelhouse stays in this stage) -------------------------
-FROM base AS builder
-ARG TORCH_VERSION=2.11.0
-ARG TORCH_INDEX=cu128
-ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/${TORCH_INDEX}
-ARG DEVENV_TORCH=
-ARG OFFLINE=0
-# wheel[s] copies the wheelhouse's files (not the folder) next to the script, when there is one.
-COPY install-python.sh wheel[s] /tmp/devenv-build/
-RUN sh /tmp/devenv-build/install-python.sh
-# The profile's own pip packages: a step of their own, so a change reuses the venv above.
-ARG DEVENV_PIP=
-COPY install-extra.sh wheel[s] /tmp/devenv-build/
-RUN sh /tmp/devenv-build/install-extra.sh pip
-
-# --- final: base + venv + devenv's runtime files ---------------------------------------------------
-FROM base
+# --- runtime: base + the profile's apt packages and user + devenv's runtime files (everything but the venv) --
+# Before the builder stage: the classic builder builds every stage up to a --target, and devenv's docker build
+# (DockerRuntime.build_by_commit) builds only up to here, then makes /opt/venv in a container of this image
+# (install-python.sh, install-extra.sh pip) and commits it: no copy of the ~1 GB venv between stages.
+FROM base AS runtime
 ARG DEVENV_CUDA=
 ARG DEVENV_TORCH=
-# The profile's apt packages and the environment's user, before the venv (a change rebuilds only from here).
+# The profile's apt packages and the environment's user (a change rebuilds only from here).
 ARG DEVENV_APT=
 ARG DEVENV_USER=root
 COPY install-extra.sh /tmp/devenv-build/
 RUN sh /tmp/devenv-build/install-extra.sh apt user && rm -rf /tmp/devenv-build
-COPY --from=builder --chown=${DEVENV_USER} /opt/venv /opt/venv
 COPY entrypoint.sh /usr/local/bin/devenv-entrypoint
 COPY ready.py /usr/local/bin/devenv-ready
 COPY jupyter_server_config.py /etc/jupyter/jupyter_server_config.py
@@ -72,3 +59,23 @@ LABEL org.devenv.image="pytorch" \
 WORKDIR /workspace
 EXPOSE 8888 22
 ENTRYPOINT ["/usr/local/bin/devenv-entrypoint"]
+
+# --- builder: the Python environment (the wheelhouse stays in this stage) -------------------------
+FROM base AS builder
+ARG TORCH_VERSION=2.11.0
+ARG TORCH_INDEX=cu128
+ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/${TORCH_INDEX}
+ARG DEVENV_TORCH=
+ARG OFFLINE=0
+# wheel[s] copies the wheelhouse's files (not the folder) next to the script, when there is one.
+COPY install-python.sh wheel[s] /tmp/devenv-build/
+RUN sh /tmp/devenv-build/install-python.sh
+# The profile's own pip packages: a step of their own, so a change reuses the venv above.
+ARG DEVENV_PIP=
+COPY install-extra.sh wheel[s] /tmp/devenv-build/
+RUN sh /tmp/devenv-build/install-extra.sh pip
+
+# --- final: runtime + the venv (a plain `docker build`, podman's buildah, and devenv on other engines) ------
+FROM runtime
+ARG DEVENV_USER=root
+COPY --from=builder --chown=${DEVENV_USER} /opt/venv /opt/venv

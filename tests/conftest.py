@@ -103,7 +103,7 @@ def isolated_home(tmp_path_factory, monkeypatch) -> Path:
     monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
     # settings a user (or a sourced .testhost/env) may have exported; tests that want one set it themselves
     for name in ("DEVENV_ENV", "DEVENV_WHEELHOUSE", "DEVENV_BUILD_CA_BUNDLE", "DEVENV_TUNNEL", "DEVENV_OWNER",
-                 "DEVENV_SSH_KEY", "DEVENV_BUILD_CONTEXT"):
+                 "DEVENV_SSH_KEY", "DEVENV_BUILD_CONTEXT", "DEVENV_BUILD_VENV"):
         monkeypatch.delenv(name, raising=False)
     return home
 

@@ -18,6 +18,7 @@ HOST_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIMemoryRuntimeHostKeyOfTheEnviro
 
 class MemoryRuntime:
     kind = "docker"
+    commit_builds = False   # builds the whole Dockerfile (DockerRuntime.build_by_commit is Docker's alone)
 
     def __init__(self, host: str = "memhost", images: dict[str, str] | None = None):
         self.host = host

@@ -14,7 +14,10 @@ ssh key among them, to the remote daemon). Links that leave the folder are not f
 
 from __future__ import annotations
 
+import io
 import os
+import re
+import shlex
 import tarfile
 import tempfile
 from dataclasses import dataclass
@@ -178,3 +181,131 @@ def context_bytes_for_test(env: EnvProfile, inputs: BuildInputs) -> dict[str, by
         files = {m.name: tar.extractfile(m) for m in tar.getmembers() if m.isfile()}
         return {name: f.read() for name, f in files.items() if f is not None}  # a file member always has one
 
+
+# --- the venv made in a container of the runtime stage, then committed (Docker only; see DockerRuntime) ------
+
+RUNTIME_STAGE = "runtime"                    # the bundled Dockerfile's stage holding everything but the venv
+VENV_STAGE = "builder"                       # the stage whose RUNs make /opt/venv (a plain build's way)
+BUILD_CACHE_LABEL = "org.devenv.build-cache"  # on a committed image: the fingerprint of what made its venv
+BUILD_DIR = "/tmp/devenv-build"               # the scripts and the wheelhouse, as the builder stage has them
+_ARGS_FILE = "/tmp/devenv-build-args"         # the build arguments, KEY='value' lines (never the container's env)
+_DRIVER = "/tmp/devenv-build-run.sh"
+_VENV_SCRIPTS = ("install-python.sh", "install-extra.sh")
+_ARG_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_ARG_LINE = re.compile(r"ARG\s+([A-Za-z_][A-Za-z0-9_]*)(?:=(\S*))?\s*\Z")
+# A default as the bundled Dockerfile writes one: plain text and ${NAME} of an earlier ARG, which a shell
+# expands as the classic builder does; nothing a shell would read otherwise.
+_ARG_DEFAULT = re.compile(r"(?:[A-Za-z0-9_.:/+@%,=-]|\$\{[A-Za-z_][A-Za-z0-9_]*\})*\Z")
+# The builder stage's two RUNs and the final stage's COPY --chown, in one container; then the build's files go,
+# so they are in no layer of the committed image.
+_DRIVER_TEXT = f"""set -eu
+set -a
+. {_ARGS_FILE}
+set +a
+DEVENV_BUILD_KEEP=1 sh {BUILD_DIR}/install-python.sh
+sh {BUILD_DIR}/install-extra.sh pip
+u=${{DEVENV_USER:-root}}
+if [ "$u" != root ] && [ "$u" != 0 ]; then
+    g=$(id -u "$u")
+    getent group "$u" >/dev/null 2>&1 && g=$u
+    chown -hR "$u:$g" /opt/venv
+fi
+rm -rf {BUILD_DIR} {_ARGS_FILE} {_DRIVER}
+"""
+
+
+@dataclass
+class CommitBuild:
+    """What `up` puts into a container of the runtime stage to make the venv there: a tar for /tmp (scripts,
+    wheelhouse, build arguments, the driver), the command, and a fingerprint of all of it (with the runtime
+    image's id: the build cache's key)."""
+
+    archive: tempfile.SpooledTemporaryFile[bytes]
+    command: list[str]
+    parts: str   # what the fingerprint covers, as text (the wheels by name and size, the rest by content)
+
+    def fingerprint(self, runtime_image_id: str, labels: dict[str, str]) -> str:
+        import hashlib
+        import json
+
+        text = json.dumps({"runtime": runtime_image_id, "parts": self.parts, "labels": labels}, sort_keys=True)
+        return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+    def close(self) -> None:
+        self.archive.close()
+
+
+def is_bundled(env: EnvProfile, inputs: BuildInputs) -> bool:
+    """env builds images/pytorch.Dockerfile as devenv ships it (the one with a runtime stage)."""
+    return inputs.context_dir is None and dockerfile_path(env, inputs) == paths.bundled_dir("images").resolve() / \
+        "pytorch.Dockerfile"
+
+
+def stage_args(dockerfile_text: str, stage: str) -> dict[str, str | None]:
+    """The ARGs a stage of a Dockerfile declares, in order: name -> its default (None: none)."""
+    declared: dict[str, str | None] = {}
+    inside = False
+    for raw in dockerfile_text.splitlines():
+        line = raw.strip()
+        if line.upper().startswith("FROM "):
+            inside = line.split()[-1] == stage and line.split()[-2].upper() == "AS"
+        elif inside and (found := _ARG_LINE.match(line)):
+            declared[found.group(1)] = found.group(2)
+    return declared
+
+
+def args_file(args: dict[str, str], defaults: dict[str, str | None] | None = None) -> bytes:
+    """The build arguments as lines a POSIX shell sources: KEY='value', each value shell-quoted; then, for each
+    of defaults (a stage's ARGs) not given, its default as the Dockerfile writes it (${NAME} of an earlier one
+    expanded, as the classic builder does). A name that is not a shell identifier is refused (it could not be an
+    ARG either), and so is a default holding anything but plain text and ${NAME}."""
+    lines = []
+    for key, value in sorted(args.items()):
+        if not _ARG_NAME.match(key):
+            raise BadInput(f"build argument {validate.preview(key, 40)} is not a valid name",
+                           "build args are NAME: value with NAME made of letters, digits and _")
+        lines.append(f"{key}={shlex.quote(value)}\n")
+    for key, default in (defaults or {}).items():
+        if key in args or default is None:
+            continue
+        if not _ARG_DEFAULT.match(default):
+            raise ProfileError(f"the Dockerfile's ARG {key} has a default devenv cannot pass on: "
+                               f"{validate.preview(default, 60)}", "build with DEVENV_BUILD_VENV=copy")
+        lines.append(f"{key}={default}\n")
+    return "".join(lines).encode()
+
+
+def commit_build(env: EnvProfile, inputs: BuildInputs) -> CommitBuild:
+    """The files and command that make /opt/venv in a container of the runtime stage."""
+    import hashlib
+
+    images = paths.bundled_dir("images")
+    out = tempfile.SpooledTemporaryFile(max_size=32 * 1024 * 1024)  # noqa: SIM115 (handed to the caller)
+    parts = []
+    with tarfile.open(fileobj=out, mode="w") as tar:
+        folder = tarfile.TarInfo(BUILD_DIR.removeprefix("/tmp/"))
+        folder.type, folder.mode = tarfile.DIRTYPE, 0o755
+        tar.addfile(folder)
+        for name in _VENV_SCRIPTS:
+            data = (images / name).read_bytes()
+            _add_bytes(tar, f"{folder.name}/{name}", data, 0o755)
+            parts.append(f"{name} {hashlib.sha256(data).hexdigest()}")
+        for wheel in inputs.wheels():
+            _add(tar, wheel, f"{folder.name}/{wheel.name}")
+            parts.append(f"wheel {wheel.name} {wheel.stat().st_size}")
+        # the builder stage's ARGs only (what its RUNs see), with their defaults; and the user, for the chown
+        declared = stage_args((images / "pytorch.Dockerfile").read_text(), VENV_STAGE)
+        given = {k: v for k, v in build_args(env, inputs).items() if k in declared or k == "DEVENV_USER"}
+        for path, data in ((_ARGS_FILE, args_file(given, declared)), (_DRIVER, _DRIVER_TEXT.encode())):
+            _add_bytes(tar, path.removeprefix("/tmp/"), data, 0o644)
+            parts.append(f"{path} {hashlib.sha256(data).hexdigest()}")
+    out.seek(0)
+    return CommitBuild(out, ["/bin/sh", _DRIVER], "\n".join(parts))
+
+
+def _add_bytes(tar: tarfile.TarFile, name: str, data: bytes, mode: int) -> None:
+    info = tarfile.TarInfo(name)
+    info.size, info.mode = len(data), mode
+    info.uid = info.gid = 0
+    info.uname = info.gname = "root"
+    tar.addfile(info, io.BytesIO(data))

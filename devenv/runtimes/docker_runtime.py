@@ -12,6 +12,7 @@ from __future__ import annotations
 import io
 import logging
 import re
+import secrets
 import shlex
 import tarfile
 import time
@@ -56,6 +57,8 @@ _BUILD_NOISE = re.compile(r"^\s*(\[\d+/\d+\] )?(---> |--> |COMMIT |Removing inte
                           r"Successfully built |Successfully tagged )")
 # Docker's classic builder says "Step 3/16 : RUN ...", podman's buildah "[2/3] STEP 3/16: RUN ...".
 _BUILD_STEP = re.compile(r"^(\[\d+/\d+\] )?(Step|STEP) \d+/\d+")
+# build_by_commit's containers: no environment's name starts so (theirs are devenv-OWNER-ENV-DIGEST)
+BUILD_CONTAINER = "devenv.build."
 _RLIM_INFINITY = 2**64 - 1  # podman's API wants the unsigned value where Docker takes -1
 CREATE_TIMEOUT = 900  # seconds for podman's create (see _create_podman)
 _RLIMIT_REFUSED = re.compile(r"error setting rlimit type (\d+)")
@@ -81,6 +84,12 @@ class DockerRuntime:
         self.engine = engine or EngineInfo("docker", "?", "?")
         self._slirp: bool | None = None  # podman's slirp4netns is installed (asked once)
         self.gpu_request = engines.gpu_request_kind(self.engine.name, gpu_devices)
+
+    @property
+    def commit_builds(self) -> bool:
+        """build_by_commit makes what a Dockerfile's COPY between stages would (Docker's commit keeps the image's
+        config as given); podman builds with buildah, the classic way."""
+        return self.engine.name == "docker"
 
     @classmethod
     def connect(cls, conn: Connection, host_name: str, local: bool, engine: str = "auto",
@@ -157,9 +166,10 @@ class DockerRuntime:
             raise DevenvError(f"pull of {ref} finished but the image is not on {self.host}", "run the command again")
         return info
 
-    def build(self, context: IO[bytes], dockerfile: str, tag: str, buildargs: dict[str, str], progress: Progress,
-              labels: dict[str, str] | None = None, target: str | None = None) -> ImageInfo:
-        """Build from a tar context (a file object) with the classic builder; BuildFailed names the step."""
+    def build(self, context: IO[bytes], dockerfile: str, tag: str | None, buildargs: dict[str, str],
+              progress: Progress, labels: dict[str, str] | None = None, target: str | None = None) -> ImageInfo:
+        """Build from a tar context (a file object) with the classic builder; BuildFailed names the step.
+        tag None: an untagged image (a stage that a later step builds on), known by its id."""
         step: str | None = None
         tail: list[str] = []
         image_id = None
@@ -186,10 +196,86 @@ class DockerRuntime:
         except docker.errors.APIError as exc:
             raise BuildFailed(step, _explain(exc), tail[-15:]) from None
         except _NETWORK_ERRORS as exc:
-            raise self._lost("building " + tag, exc) from None
-        info = self.image(tag)
+            raise self._lost(f"building {tag or target}", exc) from None
+        info = self.image(tag or image_id or "")   # "": no image (inspect of "" finds none)
         if info is None or (image_id and _digest(info.id) != _digest(image_id)):
+            raise DevenvError(f"the build of {tag or target} ended without an image", "run `devenv image build` again")
+        return info
+
+    def build_by_commit(self, image_id: str, files: IO[bytes], command: list[str], tag: str, labels: dict[str, str],
+                        progress: Progress, step: str) -> ImageInfo:
+        """tag = image_id + what command does in a container of it, committed (Docker only): files (a tar) are put
+        under /tmp first; the command's output is the build's progress; its exit code is checked (BuildFailed
+        with the output's end); the image keeps image_id's entrypoint, cmd, env, user and workdir (the
+        container's own entrypoint is not committed), with labels added. The container is removed whatever
+        happens (an error, a signal): nothing half-made stays."""
+        config = self._call(self.api.inspect_image, image_id).get("Config") or {}
+        container: str | None = None
+        tail: list[str] = []
+        progress(ProgressEvent(step))
+        try:
+            self._remove_left_builds()
+            # no env, labels or user of its own: the committed image would inherit them (a name is not committed)
+            container = str(self._call(self.api.create_container, image_id, command=command[1:],
+                                       entrypoint=command[:1], name=BUILD_CONTAINER + secrets.token_hex(6))["Id"])
+            if not self._put_archive(container, "/tmp", files):
+                raise DevenvError(f"cannot put the build's files into a container on {self.host}",
+                                  "run `devenv image build` again")
+            self._call(self.api.start, container)
+            pending = b""
+            for chunk in self.api.logs(container, stream=True, follow=True):
+                pending += chunk
+                *lines, pending = pending.split(b"\n")
+                for raw in lines:
+                    line = raw.decode(errors="replace").rstrip()
+                    if line:
+                        tail = [*tail[-14:], line]
+                        progress(ProgressEvent(line))
+            if pending.strip():
+                tail = [*tail[-14:], pending.decode(errors="replace").rstrip()]
+            code = int((self._call(self.api.wait, container) or {}).get("StatusCode", -1))
+            if code != 0:
+                raise BuildFailed(step, f"exit code {code}", tail)
+            conf = {key: config.get(key) for key in ("Entrypoint", "Cmd", "Env", "User", "WorkingDir",
+                                                     "ExposedPorts", "Volumes", "StopSignal")}
+            conf["Labels"] = {**(config.get("Labels") or {}), **labels}
+            repo, ref_tag = _split_ref(tag)
+            self._call(self.api.commit, container, repository=repo, tag=ref_tag, conf=conf)
+        except docker.errors.APIError as exc:
+            raise BuildFailed(step, _explain(exc), tail) from None
+        except _NETWORK_ERRORS as exc:
+            raise self._lost(f"building {tag}", exc) from None
+        finally:
+            if container is not None:
+                self._remove_quietly(container)
+        info = self.image(tag)
+        if info is None:
             raise DevenvError(f"the build of {tag} ended without an image", "run `devenv image build` again")
+        return info
+
+    def _remove_left_builds(self) -> None:
+        """Build containers a lost connection left (the finally below could not reach the engine), once they
+        have ended: one still running may be another build's."""
+        ended = self._call(self.api.containers, all=True,
+                           filters={"name": BUILD_CONTAINER, "status": ["created", "exited", "dead"]})
+        for item in ended or []:
+            if any(n.lstrip("/").startswith(BUILD_CONTAINER) for n in item.get("Names") or []):
+                self._remove_quietly(str(item["Id"]))
+
+    def _remove_quietly(self, container: str) -> None:
+        """Remove a build's container, running or not; a failure to (the connection lost) is logged, not raised
+        over the error that brought us here."""
+        try:
+            self.api.remove_container(container, force=True)
+        except (docker.errors.APIError, *_NETWORK_ERRORS) as exc:
+            _log.warning("could not remove the build container %s on %s: %s", container[:12], self.host, exc)
+
+    def tag_image(self, image_id: str, ref: str) -> ImageInfo:
+        repo, tag = _split_ref(ref)
+        self._call(self.api.tag, image_id, repo, tag, force=True)
+        info = self.image(ref)
+        if info is None:
+            raise DevenvError(f"cannot tag {image_id[:19]} as {ref} on {self.host}", "run the command again")
         return info
 
     # --- volumes -------------------------------------------------------------------------------------
@@ -345,6 +431,11 @@ class DockerRuntime:
     def put_files(self, container: str, files: list[tuple[str, bytes, int]]) -> None:
         """Write (absolute path, data, mode) into a container, owned by root; works before the first start."""
         self._call(self.api.put_archive, container, "/", archive_of(files, int(time.time())))
+
+    def _put_archive(self, container: str, path: str, tar: IO[bytes]) -> bool:
+        """Unpack a tar (a seekable file object, as Python's tarfile writes one) under path in a container: sent
+        without the zero padding after its end blocks (see tar_without_padding)."""
+        return bool(self._call(self.api.put_archive, container, path, tar_without_padding(tar)))
 
     def read_file(self, container: str, path: str) -> bytes | None:
         try:
@@ -538,17 +629,30 @@ class DockerRuntime:
 
 
 def archive_of(files: list[tuple[str, bytes, int]], mtime: int) -> bytes:
-    """A tar of (absolute path, data, mode), ending right after its two end-of-archive blocks. tarfile pads the
-    archive to 10 KiB records; podman's archive endpoint closes its pipe after the end blocks, and writing the
-    padding then fails now and then with "passing bulk input to subprocess: write |1: broken pipe" (buildah
-    #6573), which failed an `up` in a full run."""
+    """A tar of (absolute path, data, mode), ending right after its two end-of-archive blocks (see
+    tar_without_padding: a padded one failed an `up` on podman in a full run)."""
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
         for path, data, mode in files:
             info = tarfile.TarInfo(path.lstrip("/"))
             info.size, info.mode, info.mtime = len(data), mode, mtime
             tar.addfile(info, io.BytesIO(data))
-    return buf.getvalue()[:tar.offset]   # offset: past the end blocks, before the record's padding
+    return tar_without_padding(buf).read()
+
+
+def tar_without_padding(tar: IO[bytes]) -> IO[bytes]:
+    """tar (seekable) cut after its two 512-byte end blocks, positioned at 0. Python's tarfile pads an archive
+    with zeros to a 10240-byte record; podman's copier closes its pipe after the end blocks, and the padding
+    still being sent fails the whole put_archive now and then ("passing bulk input to subprocess: write |1: broken
+    pipe"; buildah #6573)."""
+    tar.seek(0)
+    with tarfile.open(fileobj=tar, mode="r:") as reading:
+        for _member in reading:   # reads the headers only, seeking over the members' data
+            pass
+        end = reading.offset + 2 * tarfile.BLOCKSIZE   # offset: where the end blocks start
+    tar.truncate(end)
+    tar.seek(0)
+    return tar
 
 
 def podman_create_spec(req: envspec.ContainerRequest) -> Json:

@@ -87,6 +87,7 @@ class SharedRuntime:
         self.host = host
         self.kind = "docker"
         self.bridgeless_network = None   # a bridge network of its own, as Docker's
+        self.commit_builds = False       # builds the whole Dockerfile, as podman does
 
     def _call(self, name: str, *args: Any, **kwargs: Any) -> Any:
         with open(self.dir / "lock", "a") as lock:

@@ -143,8 +143,12 @@ def test_jupyter_never_answering_is_a_bounded_wait_that_shows_its_logs(test_env)
         docker("rmi", image)
 
 
-def test_failing_image_build_names_the_step(test_env, tmp_path):
+@pytest.mark.parametrize("way", ["copy", "commit"])
+def test_failing_image_build_names_the_step(test_env, tmp_path, way):
+    """Either way of making the venv (the whole Dockerfile, or run + commit: DEVENV_BUILD_VENV) names the step
+    that failed, with pip's own words, and leaves no image (nor a build container)."""
     env = test_env.name
+    test_env.environ["DEVENV_BUILD_VENV"] = way
     wheelhouse = tmp_path / "wheels"
     wheelhouse.mkdir()
     (wheelhouse / "placeholder-0.0.0-py3-none-any.whl").write_bytes(b"")   # JupyterLab is missing
@@ -152,8 +156,11 @@ def test_failing_image_build_names_the_step(test_env, tmp_path):
     build = test_env.run("image", "build", "testbox", "--env", env, "--offline", "--wheelhouse", str(wheelhouse),
                          check=False, timeout=300)
     assert build.returncode == 1, build.stderr
-    assert re.search(r"image build failed at Step \d+/\d+ : RUN sh /tmp/devenv-build/install-python.sh",
-                     build.stderr), build.stderr
+    step = {"copy": r"Step \d+/\d+ : RUN sh /tmp/devenv-build/install-python.sh",
+            "commit": r"Step venv: install-python.sh and install-extra.sh pip in a container"}[way]
+    assert re.search(rf"image build failed at {step}", build.stderr), build.stderr
     assert "No matching distribution found for jupyterlab" in build.stderr
     assert "Traceback" not in build.stderr
     assert docker("image", "inspect", f"devenv-test/pytorch:broken-{env}").returncode != 0
+    made = docker("ps", "-a", "--no-trunc", "--format", "{{.Command}}").stdout
+    assert "/tmp/devenv-build-run.sh" not in made, made

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import IO, TYPE_CHECKING
 
 from devenv.config.profiles import EnvProfile
 from devenv.env import image_context, project_context
@@ -14,6 +15,22 @@ if TYPE_CHECKING:
     from devenv.runtimes.docker_runtime import DockerRuntime
 
 Progress = Callable[[ProgressEvent], None]
+VENV_STEP = "Step venv"   # "Step ...": the build's steps are what `image build -q` and `up` show
+
+
+# The default way on an engine that commits as Docker does (DEVENV_BUILD_VENV=commit|copy chooses).
+BUILD_BY_COMMIT = True
+
+
+def builds_venv_by_commit(runtime: DockerRuntime, env: EnvProfile, inputs: BuildInputs) -> bool:
+    """The bundled Dockerfile's venv is made by run + commit instead of the classic builder's COPY between
+    stages (docs/benchmarks.md: the demo on a fresh machine) where the engine commits as Docker does; podman
+    builds the whole Dockerfile. DEVENV_BUILD_VENV=copy builds it the classic way everywhere (a way out),
+    DEVENV_BUILD_VENV=commit by run + commit where the engine can."""
+    way = os.environ.get("DEVENV_BUILD_VENV", "")
+    if not {"commit": True, "copy": False}.get(way, BUILD_BY_COMMIT):
+        return False
+    return getattr(runtime, "commit_builds", False) is True and image_context.is_bundled(env, inputs)
 
 
 def ensure_image(runtime: DockerRuntime, env: EnvProfile, inputs: BuildInputs, progress: Progress,
@@ -72,7 +89,33 @@ def build_image(runtime: DockerRuntime, env: EnvProfile, inputs: BuildInputs, pr
     if image_context.content_hash(env):
         labels[image_context.CONTENT_LABEL] = image_context.content_hash(env)
     try:
+        if builds_venv_by_commit(runtime, env, inputs):
+            return _build_by_commit(runtime, env, inputs, context, dockerfile, labels, progress)
         return runtime.build(context, dockerfile, env.image, image_context.build_args(env, inputs), progress,
                              labels=labels)
     finally:
         context.close()
+
+
+def _build_by_commit(runtime: DockerRuntime, env: EnvProfile, inputs: BuildInputs, context: IO[bytes],
+                     dockerfile: str, labels: dict[str, str], progress: Progress) -> ImageInfo:
+    """The bundled Dockerfile's runtime stage built as usual (the layer cache covers it), then the venv made in
+    a container of it and committed: the same image as the whole Dockerfile makes, without the classic builder
+    copying the ~1 GB venv between stages. The layer cache does not cover a commit, so the image carries a
+    fingerprint of what made it (the runtime stage's id, the scripts, the wheels by name and size, the build
+    arguments, the labels) and an unchanged spec reuses it."""
+    stage = runtime.build(context, dockerfile, None, image_context.build_args(env, inputs), progress,
+                          target=image_context.RUNTIME_STAGE)
+    made = image_context.commit_build(env, inputs)
+    try:
+        key = made.fingerprint(stage.id, labels)
+        for stored in runtime.images_labelled(image_context.BUILD_CACHE_LABEL):
+            if stored.labels.get(image_context.BUILD_CACHE_LABEL) == key:
+                progress(ProgressEvent(f"{VENV_STEP}: the image committed before, unchanged ({stored.id[:19]})"))
+                return runtime.tag_image(stored.id, env.image)
+        return runtime.build_by_commit(stage.id, made.archive, made.command, env.image,
+                                       {**labels, image_context.BUILD_CACHE_LABEL: key}, progress,
+                                       f"{VENV_STEP}: install-python.sh and install-extra.sh pip in a container of "
+                                       "the runtime stage, then committed")
+    finally:
+        made.close()
