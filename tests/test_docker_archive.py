@@ -17,3 +17,16 @@ def test_the_archive_ends_right_after_its_two_end_blocks_and_reads_back_whole():
     # Nothing after the end-of-archive marker: podman stops reading there (buildah #6573), and tarfile's own
     # padding to a 10 KiB record (what was sent before) broke its pipe now and then.
     assert len(data) == end + 1024 and len(data) % tarfile.RECORDSIZE != 0
+
+
+def test_a_build_container_is_named_after_its_image_so_builds_beside_it_leave_it_alone():
+    import re
+
+    from devenv.runtimes.docker_runtime import build_container_prefix
+
+    long = "registry.example:5000/team/" + "x" * 80
+    tags = ["devenv-test/pytorch:broken-a", "devenv-test/pytorch:broken-ab", long + ":1", long + ":2"]
+    prefixes = [build_container_prefix(t) for t in tags]
+    assert all(re.fullmatch(r"devenv\.build\.[A-Za-z0-9_.-]+\.", p) for p in prefixes), prefixes
+    assert len(set(prefixes)) == 4          # cut alike at 60 characters, told apart by the hash
+    assert not any(a != b and b.startswith(a) for a in prefixes for b in prefixes)   # none a prefix of another's

@@ -9,6 +9,7 @@ so the service can pick a free one.
 
 from __future__ import annotations
 
+import hashlib
 import io
 import logging
 import re
@@ -214,10 +215,11 @@ class DockerRuntime:
         tail: list[str] = []
         progress(ProgressEvent(step))
         try:
-            self._remove_left_builds()
+            self._remove_left_builds(tag)
             # no env, labels or user of its own: the committed image would inherit them (a name is not committed)
+            name = build_container_prefix(tag) + secrets.token_hex(6)
             container = str(self._call(self.api.create_container, image_id, command=command[1:],
-                                       entrypoint=command[:1], name=BUILD_CONTAINER + secrets.token_hex(6))["Id"])
+                                       entrypoint=command[:1], name=name)["Id"])
             if not self._put_archive(container, "/tmp", files):
                 raise DevenvError(f"cannot put the build's files into a container on {self.host}",
                                   "run `devenv image build` again")
@@ -253,13 +255,15 @@ class DockerRuntime:
             raise DevenvError(f"the build of {tag} ended without an image", "run `devenv image build` again")
         return info
 
-    def _remove_left_builds(self) -> None:
-        """Build containers a lost connection left (the finally below could not reach the engine), once they
-        have ended: one still running may be another build's."""
+    def _remove_left_builds(self, tag: str) -> None:
+        """Build containers of this same image that a lost connection left (the finally below could not reach
+        the engine), once they have ended: one still running may be another build's. Another image's are left
+        alone: an ended one may be that build's between its run and its commit (two builds at once on a host)."""
+        prefix = build_container_prefix(tag)
         ended = self._call(self.api.containers, all=True,
-                           filters={"name": BUILD_CONTAINER, "status": ["created", "exited", "dead"]})
+                           filters={"name": prefix, "status": ["created", "exited", "dead"]})
         for item in ended or []:
-            if any(n.lstrip("/").startswith(BUILD_CONTAINER) for n in item.get("Names") or []):
+            if any(n.lstrip("/").startswith(prefix) for n in item.get("Names") or []):
                 self._remove_quietly(str(item["Id"]))
 
     def _remove_quietly(self, container: str) -> None:
@@ -626,6 +630,13 @@ class DockerRuntime:
         return ConnectError(f"lost the Docker connection to {self.host} while {what}: {why}",
                             "the SSH connection or the daemon went away; run the command again "
                             "(devenv up finishes a half-made environment)")
+
+
+def build_container_prefix(tag: str) -> str:
+    """The name that build_by_commit's containers for image `tag` start with: the tag made a container name
+    ([A-Za-z0-9_.-]), cut, and a hash of it whole (two tags alike in their first 60 characters differ)."""
+    slug = re.sub(r"[^A-Za-z0-9_.-]", "_", tag)[:60]
+    return f"{BUILD_CONTAINER}{slug}-{hashlib.sha256(tag.encode()).hexdigest()[:8]}."
 
 
 def archive_of(files: list[tuple[str, bytes, int]], mtime: int) -> bytes:

@@ -16,6 +16,8 @@ from pathlib import Path
 import pytest
 from env_testing import docker
 
+from devenv.runtimes.docker_runtime import build_container_prefix
+
 pytestmark = pytest.mark.integration
 
 IMAGE = "devenv-test/pytorch:build-commit"
@@ -23,9 +25,11 @@ DRIVER = "/tmp/devenv-build-run.sh"
 
 
 def build_containers() -> set[str]:
-    """Containers running (or left by) a run + commit build on this dockerd."""
-    out = docker("ps", "-a", "--no-trunc", "--format", "{{.ID}} {{.Command}}").stdout
-    return {line.split()[0] for line in out.splitlines() if DRIVER in line}
+    """Containers running (or left by) a run + commit build of this test's image on this dockerd (other tests'
+    builds run beside it: theirs are named after their own images)."""
+    out = docker("ps", "-a", "--no-trunc", "--format", "{{.ID}} {{.Names}} {{.Command}}").stdout
+    return {line.split()[0] for line in out.splitlines()
+            if DRIVER in line and line.split()[1].startswith(build_container_prefix(IMAGE))}
 
 
 def lines_of(stream) -> queue.Queue:
@@ -88,13 +92,18 @@ def test_signal_while_the_venv_is_made_then_the_image_is_whole_clean_and_reused(
     assert build_containers() - before == set(), "the build container outlived the signal"
 
     # a build container a lost connection left behind (ended): the next build removes it
-    left = f"devenv.build.left-{env}"
-    docker("create", "--name", left, "--entrypoint", "/bin/true", "devenv-test/pytorch:slim")
-    assert docker("container", "inspect", left).returncode == 0
+    # (and another image's ended one is left alone: it may be that build's between its run and its commit)
+    left = f"{build_container_prefix(IMAGE)}left"
+    other = f"{build_container_prefix(IMAGE + '-other')}left"
+    for name in (left, other):
+        docker("create", "--name", name, "--entrypoint", "/bin/true", "devenv-test/pytorch:slim")
+        assert docker("container", "inspect", name).returncode == 0
     first = test_env.run("image", "build", "testbox", "--env", env, "-q", timeout=900)
     assert "Step venv: install-python.sh" in first.stderr, first.stderr
     assert build_containers() - before == set()
     assert docker("container", "inspect", left).returncode != 0, "the ended build container was left"
+    assert docker("container", "inspect", other).returncode == 0, "another image's build container was removed"
+    docker("rm", "-f", other)
     config = json.loads(docker("image", "inspect", "-f", "{{json .Config}}", IMAGE).stdout)
     assert config["Entrypoint"] == ["/usr/local/bin/devenv-entrypoint"] and not config.get("Cmd"), config
     assert config["WorkingDir"] == "/workspace" and not config.get("User"), config
@@ -141,6 +150,6 @@ def test_signal_while_the_venv_is_made_then_the_image_is_whole_clean_and_reused(
 def _remove_the_images():
     yield
     docker("rmi", f"{IMAGE}-again", IMAGE)   # their env's name is this test's: no later build reuses them
-    left = docker("ps", "-aq", "--filter", "name=devenv.build.left-").stdout.split()   # made by the test only
+    left = docker("ps", "-aq", "--filter", f"name={build_container_prefix(IMAGE)}left").stdout.split()   # the test's
     if left:
         docker("rm", "-f", *left)
