@@ -165,7 +165,7 @@ def test_check_reads_drained_nodes_per_node_with_reasons_and_submits_no_probe(cl
     assert nodes["status"] == "warn" and "node1 drained: devenv test: disk swap" in nodes["value"], nodes
     assert "node2 drained: devenv test: disk swap" in nodes["value"], nodes
     assert "node.job" not in checks and checks["python"]["status"] == "skip", checks.get("python")
-    assert {j[0] for j in squeue("--name=devenv-check")} == before      # no probe job was submitted
+    assert {j[0] for j in squeue("--name=devenv-check")} - before == set()   # no probe job was submitted
     assert done.returncode == 0, done.stdout + done.stderr             # warnings: the cluster may come back
 
 

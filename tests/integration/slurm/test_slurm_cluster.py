@@ -48,7 +48,7 @@ def test_check_with_an_unknown_partition_fails_and_submits_nothing(cluster):
     assert done.returncode == 1, done.stdout + done.stderr
     request = checks_of(done.stdout)["slurm.request"]
     assert request["status"] == "fail" and "'nope' does not exist" in request["value"] and "debug*" in request["value"]
-    assert {j[0] for j in squeue()} == before
+    assert {j[0] for j in squeue()} - before == set()   # none submitted (another test's job may end meanwhile)
 
 
 def test_a_controller_that_does_not_answer_is_named_not_taken_for_a_missing_partition(cluster):
