@@ -30,7 +30,7 @@ def builds_venv_by_commit(runtime: DockerRuntime, env: EnvProfile, inputs: Build
     way = os.environ.get("DEVENV_BUILD_VENV", "")
     if not {"commit": True, "copy": False}.get(way, BUILD_BY_COMMIT):
         return False
-    return getattr(runtime, "commit_builds", False) is True and image_context.is_bundled(env, inputs)
+    return runtime.commit_builds and image_context.is_bundled(env, inputs)
 
 
 def ensure_image(runtime: DockerRuntime, env: EnvProfile, inputs: BuildInputs, progress: Progress,
