@@ -26,7 +26,7 @@ import time
 from dataclasses import replace
 
 from devenv.errors import ConnectError, DevenvError
-from devenv.remote import algorithms, hostkeys, keepalive, known_hosts_command
+from devenv.remote import algorithms, hostkeys, keepalive, known_hosts_command, whole_packets
 from devenv.remote.auth import authenticate
 from devenv.remote.sshconfig import ResolvedTarget
 from devenv.remote.sshlib import paramiko
@@ -262,6 +262,7 @@ def _tcp_connect(hop: ResolvedTarget, family: int) -> socket.socket:
 
 def _session(sock: paramiko.Channel | socket.socket, hop: ResolvedTarget, accept_new_host: bool,
              dialling: Dialling | None = None) -> paramiko.Transport:
+    whole_packets.install()   # an interrupt must not cut a packet: the way out still needs this transport
     try:
         transport = paramiko.Transport(sock)
     except _NETWORK_ERRORS as e:
