@@ -200,7 +200,14 @@ def test_the_fingerprint_changes_with_each_input(tmp_path):
     assert key(e=env(pip=("numpy",))) != first
     assert key(inputs=BuildInputs()) != first
     wheel.write_bytes(b"a bigger wheel")
-    assert key() != first
+    key_of_bigger = key()
+    assert key_of_bigger != first
+    # rebuilt under the same name, the same size and even the same mtime: still another wheel
+    stat = wheel.stat()
+    wheel.write_bytes(b"another wheel!")
+    os.utime(wheel, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert wheel.stat().st_size == stat.st_size
+    assert key() != key_of_bigger
 
 
 def test_only_the_bundled_dockerfile_is_built_by_commit(tmp_path):

@@ -102,8 +102,8 @@ def _build_by_commit(runtime: DockerRuntime, env: EnvProfile, inputs: BuildInput
     """The bundled Dockerfile's runtime stage built as usual (the layer cache covers it), then the venv made in
     a container of it and committed: the same image as the whole Dockerfile makes, without the classic builder
     copying the ~1 GB venv between stages. The layer cache does not cover a commit, so the image carries a
-    fingerprint of what made it (the runtime stage's id, the scripts, the wheels by name and size, the build
-    arguments, the labels) and an unchanged spec reuses it."""
+    fingerprint of what made it (the runtime stage's id, the scripts, the wheels and the build arguments by
+    content, the labels) and an unchanged spec reuses it."""
     stage = runtime.build(context, dockerfile, None, image_context.build_args(env, inputs), progress,
                           target=image_context.RUNTIME_STAGE)
     made = image_context.commit_build(env, inputs)
