@@ -39,5 +39,19 @@ if [ -n "${DEVENV_TORCH:-}" ]; then
     fi
     echo "devenv: torch $got"
 fi
+# What every environment's start imports, byte-compiled here by importing it once: JupyterLab's server and the
+# kernel (and torch, where installed). Without it each new container compiled them again on its first start (they
+# are written into the container, not the image): JupyterLab's start took 2.55 s CPU there against 1.26 s with
+# them (docs/benchmarks.md, "Bytecode for what an environment's start imports"). Only what is imported, not every
+# module (--no-compile above says why); a module that does not import is left to compile when it is used.
+PYTHONDONTWRITEBYTECODE='' /opt/venv/bin/python - <<'EOF_WARM' || echo "devenv: warning: could not byte-compile the start's modules (the environment still works)"
+import importlib
+for name in ("jupyterlab.labapp", "jupyter_server.serverapp", "jupyterlab_server", "jupyter_lsp", "notebook_shim",
+             "jupyter_server_terminals", "terminado", "ipykernel.kernelapp", "ipykernel.ipkernel", "torch"):
+    try:
+        importlib.import_module(name)
+    except Exception:  # noqa: BLE001  (an optional part that is not installed)
+        pass
+EOF_WARM
 # DEVENV_BUILD_KEEP=1: install-extra.sh runs next from the same folder (devenv's run + commit build removes it)
 [ "${DEVENV_BUILD_KEEP:-0}" = 1 ] || rm -rf "$here"
