@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import threading
+from pathlib import Path
 
 import pytest
 import requests
@@ -30,6 +31,22 @@ def my_live_jobs() -> set[str]:
 def processes_mentioning(*needles: str) -> list[str]:
     out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True, timeout=30).stdout
     return [line for line in out.splitlines() if all(n in line for n in needles) and "ps -eo" not in line]
+
+
+def own_processes_mentioning(home: Path, *needles: str) -> list[str]:
+    """As processes_mentioning, of this test's devenv processes only (DEVENV_HOME=home in their environment): the
+    other cluster's tests run `devenv up testcluster` too, under homes of their own (a `devenv up testcluster
+    --detach` of another test failed this one in a full run)."""
+    mine = f"DEVENV_HOME={home}".encode()
+    found = []
+    for line in processes_mentioning(*needles):
+        try:
+            environ = Path(f"/proc/{line.split()[0]}/environ").read_bytes().split(b"\0")
+        except OSError:   # ended meanwhile, or not ours to read
+            continue
+        if mine in environ:
+            found.append(line)
+    return found
 
 
 class Lines:
@@ -133,4 +150,4 @@ def _up_then_sanity_then_down(cluster, up: subprocess.Popen, errors: Lines, befo
     wait_for(lambda: not processes_mentioning("jupyterlab", f"/{cluster.owner}-{cluster.env}/"), 120,
              "the job's Jupyter to end")
     assert not processes_mentioning("--overlap", f"--jobid={job_id}")
-    assert not processes_mentioning("devenv", "up", cluster.host)
+    assert not own_processes_mentioning(cluster.home, "devenv", "up", cluster.host)
