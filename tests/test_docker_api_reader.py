@@ -7,9 +7,12 @@ suite's docker runs cases failed so (the log's head line missing, a run's id nev
 from __future__ import annotations
 
 import http.client
+import socket
+
+import pytest
 
 from devenv.remote.sshlib import paramiko
-from devenv.runtimes.docker_api import ChannelSocket
+from devenv.runtimes.docker_api import ChannelSocket, _ChannelConnection, _Dialer
 
 HEADERS = b"HTTP/1.1 101 UPGRADED\r\nContent-Type: application/vnd.docker.raw-stream\r\nConnection: Upgrade\r\n\r\n"
 STREAM = b"\x01\x00\x00\x00\x00\x00\x00\x0ahead line\n"   # one stdout frame, right behind the headers
@@ -59,3 +62,21 @@ def test_a_body_of_known_length_is_read_whole():
     channel = OnePacketChannel(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(body) + body + b"NEXT")
     response = response_over(ChannelSocket(channel))  # type: ignore[arg-type]
     assert response.read() == body and channel.recv(10) == b"NEXT"   # the next response's bytes stay
+
+
+def test_a_channel_that_cannot_be_opened_is_a_connection_failure_not_a_raw_ssh_exception():
+    # paramiko's SSHException is no OSError: it passed urllib3, docker-py and the runtime's handlers untouched (a
+    # followed log's thread in the monitor died of "Unable to open channel" in a full run, saying nothing)
+    ours, theirs = socket.socketpair()
+    never_started = paramiko.Transport(ours)   # no session: no channel can open on it
+
+    class Conn:
+        transport = never_started
+
+    connection = _ChannelConnection(Conn(), 5, _Dialer("gpu1", "docker system dial-stdio", socket_path=None))
+    try:
+        with pytest.raises(ConnectionError, match="cannot open a channel to the container engine"):
+            connection.connect()
+    finally:
+        never_started.close()
+        theirs.close()

@@ -200,7 +200,12 @@ class _ChannelConnection(urllib3.connection.HTTPConnection):
     def connect(self) -> None:
         transport = transport_of(self._conn)
         no_delay(transport.sock)  # API calls are small request/response pairs: no delayed-ACK stalls
-        channel = self._dialer.open(transport)
+        try:
+            channel = self._dialer.open(transport)
+        except paramiko.SSHException as exc:
+            # a channel refused, or the transport gone: to urllib3 (and so to the runtime's error handling) a
+            # connection failure; raw, it passed every handler and ended a monitor's log thread unreported
+            raise ConnectionError(f"cannot open a channel to the container engine: {exc}") from exc
         channel.settimeout(self._timeout)
         self.sock = ChannelSocket(channel)  # a socket to http.client: see ChannelSocket
 
